@@ -1,0 +1,36 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="deepswe-jax",
+    version="0.1.0",
+    description="Reinforcement learning of software-engineering agents (DeepSWE, SWE-Gym) in JAX.",
+    python_requires=">=3.10",
+    packages=find_packages(include=["deepswe_jax", "deepswe_jax.*"]),
+    package_data={"deepswe_jax.env": ["tools/*.py"]},
+    install_requires=[
+        "jax>=0.10.2",
+        "flax>=0.12.8",
+        "optax>=0.2.8",
+        "orbax-checkpoint>=0.12.8",
+        "ml-collections>=1.1.0",
+        "absl-py>=2.5.1",
+        "safetensors>=0.8.0",
+        "tokenizers>=0.23.3",
+        "docker>=7.1.0",
+        "numpy>=2.0",
+        "pyarrow>=20.0",
+        "tensorboardX>=2.6",
+        "matplotlib>=3.9",
+        "tqdm>=4.66",
+    ],
+    extras_require={
+        "dev": [
+            "pytest>=8.0",
+            "pytest-timeout>=2.3",
+            "ruff>=0.15",
+            "torch>=2.4",
+            "transformers>=5.0",
+        ],
+        "vllm": ["vllm>=0.11", "torch>=2.4"],
+    },
+)
