@@ -1,0 +1,1 @@
+"""Experiment configs: each module's `get_config()` returns an ml_collections.ConfigDict."""

@@ -1,0 +1,94 @@
+"""Every config field, in one place, with DeepSWE-Preview's values where DESIGN.md gives one.
+
+Experiment configs start from `get_config()` and change what differs. Field meanings:
+
+  seed                 PRNG seed for init, sampling and data order.
+  model.*              HF Qwen3 config.json fields (Qwen3-32B here).
+  param_dtype          dtype parameters and optimizer state are stored in.
+  compute_dtype        dtype of activations and matmuls.
+  remat                rematerialization policy: 'none' | 'full' | 'save_dots' | 'offload'.
+  mesh.{data,fsdp,tensor}  device mesh axis sizes; -1 means "all remaining devices".
+  sharding_rules       (logical axis, mesh axis | tuple of mesh axes | None) pairs.
+  init_from            '' (random init) | HF directory | Orbax checkpoint directory.
+  tokenizer            local tokenizer directory.
+  rl.*                 optimizer (AdamW) and GRPO++ settings; micro_batch_size is sequences per
+                       gradient-accumulation step across all devices.
+  agent.*              episode limits (tokens, steps, seconds).
+  sampler.*            rollout sampler and sampling parameters.
+  env.*                task file and container limits.
+  checkpoint.*         save every k steps, keep the last n, save asynchronously.
+"""
+
+import ml_collections
+
+from deepswe_jax.parallel import DEFAULT_RULES
+
+
+def get_config() -> ml_collections.ConfigDict:
+    """Returns the base config: Qwen3-32B trained with DeepSWE's GRPO++ hyperparameters."""
+    config = ml_collections.ConfigDict()
+    config.seed = 0
+
+    config.model = ml_collections.ConfigDict(
+        dict(
+            vocab_size=151936,
+            hidden_size=5120,
+            intermediate_size=25600,
+            num_hidden_layers=64,
+            num_attention_heads=64,
+            num_key_value_heads=8,
+            head_dim=128,
+            rope_theta=1_000_000.0,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=False,
+            max_position_embeddings=40960,
+        )
+    )
+    config.param_dtype = "float32"
+    config.compute_dtype = "bfloat16"
+    config.remat = "full"
+
+    config.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=-1, tensor=1))
+    config.sharding_rules = DEFAULT_RULES
+
+    config.init_from = ""
+    config.tokenizer = ""
+
+    config.rl = ml_collections.ConfigDict(
+        dict(
+            lr=1e-6,
+            b1=0.9,
+            b2=0.999,
+            weight_decay=0.01,
+            grad_clip=1.0,
+            warmup_steps=0,
+            eps_low=0.2,
+            eps_high=0.28,
+            loss_mode="seq_sum_const",
+            advantage="loo",
+            n_rollouts=8,
+            tasks_per_step=64,
+            micro_batch_size=64,
+            num_iterations=1,
+            logprob_chunk=1024,
+            total_steps=200,
+        )
+    )
+    config.agent = ml_collections.ConfigDict(
+        dict(
+            max_steps=50,
+            max_prompt_tokens=4096,
+            max_context=32768,
+            step_timeout=90.0,
+            trajectory_timeout=5400.0,
+            reward_timeout=300.0,
+        )
+    )
+    config.sampler = ml_collections.ConfigDict(
+        dict(kind="vllm", temperature=1.0, top_p=1.0, top_k=0, max_batch=512)
+    )
+    config.env = ml_collections.ConfigDict(
+        dict(tasks="tasks/tasks.jsonl", max_envs=512, mem_limit="4g", cpus=1.0, pids_limit=512)
+    )
+    config.checkpoint = ml_collections.ConfigDict(dict(every=10, keep=3, async_save=True))
+    return config

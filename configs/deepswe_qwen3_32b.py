@@ -1,0 +1,24 @@
+"""DeepSWE-Preview: Qwen3-32B trained with GRPO++ on 64 GPUs (8 nodes x 8).
+
+  python -m launch.train --config=configs/deepswe_qwen3_32b.py \
+      --config.init_from=/ckpt/Qwen3-32B --config.tokenizer=/ckpt/Qwen3-32B
+
+Memory plan: python -m launch.plan_memory --config=configs/deepswe_qwen3_32b.py --num_devices=64
+"""
+
+import ml_collections
+
+from configs import common
+
+
+def get_config() -> ml_collections.ConfigDict:
+    config = common.get_config()
+    # Tensor parallelism inside a node (NVLink), FSDP across the 8 nodes.
+    config.mesh.data = 1
+    config.mesh.fsdp = 8
+    config.mesh.tensor = 8
+    # 8 sequences per micro-step: one per FSDP shard of the batch; 64 micro-steps per 512 rollouts.
+    config.rl.micro_batch_size = 8
+    config.sampler.kind = "vllm"
+    config.env.tasks = "tasks/tasks.jsonl"
+    return config

@@ -1,0 +1,336 @@
+"""Orbax checkpoints: training state every k steps, and bare parameters for HF import/export.
+
+A training checkpoint directory holds one folder per step, each with the items
+  params        model parameters (nested dict of arrays)
+  opt_state     optimizer state (nested dict of arrays)
+  model_config  HF Qwen3 config.json fields (json)
+  meta          step, RNG key data, data-iterator position (json)
+  config        the full experiment config (json)
+A parameters directory (`save_params`) holds only `params` and `model_config`, so a training
+step folder is also a valid parameters directory.
+
+Arrays are saved from any pytree (nnx.State, optax state, dicts) as a nested dict keyed by the
+pytree path, and restored into the structure and shardings of an abstract target: a checkpoint
+saved on one mesh restores onto another. Orbax writes each step into a temporary folder and
+renames it when complete, so a crash mid-save leaves the previous step as `latest_step()`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
+
+PARAMS = "params"
+OPT_STATE = "opt_state"
+MODEL_CONFIG = "model_config"
+META = "meta"
+CONFIG = "config"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainCheckpoint:
+    """One restored training step.
+
+    params, opt_state: pytrees shaped like the restore targets, on the targets' shardings.
+    rng_key: the saved PRNG key (typed key if a typed key was saved, else raw uint32 data).
+    data_position: the data iterator's position as saved (json-compatible dict).
+    config: the experiment config as saved (plain dict).
+    """
+
+    step: int
+    params: Any
+    opt_state: Any
+    rng_key: jax.Array
+    data_position: dict
+    config: dict
+
+
+def _key_name(entry: Any) -> str:
+    for attr in ("key", "idx", "name"):
+        if hasattr(entry, attr):
+            return str(getattr(entry, attr))
+    raise TypeError(f"unsupported pytree path entry {entry!r}")
+
+
+def _plain(tree: Any) -> Any:
+    """nnx.State -> nested dict of arrays (no Variable wrappers); other pytrees unchanged."""
+    return nnx.to_pure_dict(tree) if isinstance(tree, nnx.State) else tree
+
+
+def _to_nested_dict(tree: Any) -> dict:
+    """Any pytree -> nested dict with string keys (its pytree path), the leaves unchanged."""
+    nested: dict = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(_plain(tree))[0]:
+        names = [_key_name(entry) for entry in path] or ["value"]
+        node = nested
+        for name in names[:-1]:
+            node = node.setdefault(name, {})
+        node[names[-1]] = leaf
+    return nested
+
+
+def _from_nested_dict(nested: dict, target: Any) -> Any:
+    """Inverse of `_to_nested_dict`: the leaves of `nested` in the structure of `target`."""
+
+    def lookup(path: tuple, _: Any) -> Any:
+        node = nested
+        for name in [_key_name(entry) for entry in path] or ["value"]:
+            node = node[name]
+        return node
+
+    plain = jax.tree_util.tree_map_with_path(lookup, _plain(target))
+    if isinstance(target, nnx.State):
+        state = jax.tree.map(lambda x: x, target)
+        nnx.replace_by_pure_dict(state, plain)
+        return state
+    return plain
+
+
+def _abstract(leaf: Any, mesh: jax.sharding.Mesh | None) -> jax.ShapeDtypeStruct:
+    """A restore target leaf: shape, dtype and the (concrete) sharding to restore onto.
+
+    With `mesh`, a NamedSharding on an abstract mesh (what jax.eval_shape returns) is placed on
+    `mesh`, and a leaf without sharding is replicated over `mesh`.
+    """
+    sharding = getattr(leaf, "sharding", None)
+    if mesh is not None:
+        if sharding is None:
+            sharding = NamedSharding(mesh, PartitionSpec())
+        elif isinstance(sharding, NamedSharding) and not isinstance(
+            sharding.mesh, jax.sharding.Mesh
+        ):
+            sharding = NamedSharding(mesh, sharding.spec)
+    if sharding is None or (
+        isinstance(sharding, NamedSharding) and not isinstance(sharding.mesh, jax.sharding.Mesh)
+    ):
+        raise ValueError(
+            f"restore target leaf {leaf!r} has no concrete sharding; pass mesh=... or build the "
+            "target with jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(mesh, spec))"
+        )
+    return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
+
+
+def _abstract_nested(target: Any, mesh: jax.sharding.Mesh | None) -> dict:
+    return jax.tree.map(lambda leaf: _abstract(leaf, mesh), _to_nested_dict(target))
+
+
+def _rng_to_json(rng_key: jax.Array) -> dict:
+    if jax.dtypes.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
+        impl = str(jax.random.key_impl(rng_key))
+        data = np.asarray(jax.random.key_data(rng_key))
+    else:
+        impl, data = "", np.asarray(rng_key)
+    return {"impl": impl, "data": data.tolist(), "dtype": str(data.dtype)}
+
+
+def _rng_from_json(saved: dict) -> jax.Array:
+    data = jax.numpy.asarray(np.asarray(saved["data"], dtype=saved["dtype"]))
+    return jax.random.wrap_key_data(data, impl=saved["impl"]) if saved["impl"] else data
+
+
+def _json_ready(config: Any) -> dict:
+    """ConfigDict / Mapping -> plain json-compatible dict (tuples become lists)."""
+    if hasattr(config, "to_dict"):
+        config = config.to_dict()
+    return jax.tree.map(
+        lambda x: x.item() if isinstance(x, np.generic) else x,
+        dict(config),
+        is_leaf=lambda x: isinstance(x, tuple),
+    )
+
+
+class TrainCheckpoints:
+    """A directory of training checkpoints: async save every `every` steps, keep the last `keep`.
+
+    with TrainCheckpoints(workdir / "checkpoints", every=10, keep=3) as checkpoints:
+        checkpoints.save(step, params=..., opt_state=..., rng_key=..., data_position=..., config=...)
+        restored = checkpoints.restore(params=abstract_params, opt_state=abstract_opt_state)
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike,
+        *,
+        every: int = 1,
+        keep: int = 3,
+        async_save: bool = True,
+    ):
+        if every < 1 or keep < 1:
+            raise ValueError(f"checkpoint every={every} and keep={keep} must both be >= 1")
+        self.directory = os.path.abspath(os.fspath(directory))
+        self.every = every
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=keep,
+            save_interval_steps=every,
+            enable_async_checkpointing=async_save,
+            cleanup_tmp_directories=True,
+        )
+        self._manager = ocp.CheckpointManager(
+            self.directory,
+            options=options,
+            item_names=(PARAMS, OPT_STATE, MODEL_CONFIG, META, CONFIG),
+        )
+
+    def latest_step(self) -> int | None:
+        """The newest fully written step (never one whose save was interrupted), or None."""
+        return self._manager.latest_step()
+
+    def all_steps(self) -> list[int]:
+        return sorted(self._manager.all_steps())
+
+    def should_save(self, step: int) -> bool:
+        return self._manager.should_save(step)
+
+    def save(
+        self,
+        step: int,
+        *,
+        params: Any,
+        opt_state: Any,
+        rng_key: jax.Array,
+        data_position: Mapping[str, Any],
+        config: Any,
+        force: bool = False,
+    ) -> bool:
+        """Starts saving `step` if it is due (every k steps) or `force`; returns whether it did.
+
+        With async_save the arrays are copied to host before returning and written in the
+        background; call `wait_until_finished()` before reading the step back.
+        config: the experiment ConfigDict (or a mapping); its `model` field is saved as
+        `model_config` so the step folder can be exported to HF.
+        """
+        config = _json_ready(config)
+        items = {
+            PARAMS: ocp.args.StandardSave(_to_nested_dict(params)),
+            OPT_STATE: ocp.args.StandardSave(_to_nested_dict(opt_state)),
+            MODEL_CONFIG: ocp.args.JsonSave(dict(config.get("model", {}))),
+            META: ocp.args.JsonSave(
+                {"step": step, "rng": _rng_to_json(rng_key), "data_position": dict(data_position)}
+            ),
+            CONFIG: ocp.args.JsonSave(config),
+        }
+        return self._manager.save(step, args=ocp.args.Composite(**items), force=force)
+
+    def restore(
+        self,
+        step: int | None = None,
+        *,
+        params: Any,
+        opt_state: Any,
+        mesh: jax.sharding.Mesh | None = None,
+    ) -> TrainCheckpoint:
+        """Restores `step` (default: the latest) onto the shardings of the abstract targets.
+
+        params, opt_state: pytrees (nnx.State, optax state, ...) whose leaves carry shape,
+        dtype and sharding (jax.ShapeDtypeStruct with sharding=..., or live arrays). The mesh
+        may differ from the one the checkpoint was saved on. mesh: the current mesh, for leaves
+        whose sharding names only an abstract mesh (jax.eval_shape output) or is missing
+        (replicated).
+        """
+        if step is None:
+            step = self.latest_step()
+            if step is None:
+                raise FileNotFoundError(
+                    f"no finished checkpoint in {self.directory}; start from scratch "
+                    "(config.init_from='') or point to a directory with saved steps"
+                )
+        items = {
+            PARAMS: ocp.args.StandardRestore(_abstract_nested(params, mesh)),
+            OPT_STATE: ocp.args.StandardRestore(_abstract_nested(opt_state, mesh)),
+            META: ocp.args.JsonRestore(),
+            CONFIG: ocp.args.JsonRestore(),
+        }
+        restored = self._manager.restore(step, args=ocp.args.Composite(**items))
+        meta = restored[META]
+        return TrainCheckpoint(
+            step=int(meta["step"]),
+            params=_from_nested_dict(restored[PARAMS], params),
+            opt_state=_from_nested_dict(restored[OPT_STATE], opt_state),
+            rng_key=_rng_from_json(meta["rng"]),
+            data_position=meta["data_position"],
+            config=restored[CONFIG],
+        )
+
+    def step_directory(self, step: int) -> str:
+        """The folder of a finished step; it is also a parameters directory (`restore_params`)."""
+        return os.path.join(self.directory, str(step))
+
+    def wait_until_finished(self) -> None:
+        self._manager.wait_until_finished()
+
+    def close(self) -> None:
+        self._manager.close()
+
+    def __enter__(self) -> TrainCheckpoints:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def save_params(path: str | os.PathLike, params: Any, *, model_config: Mapping[str, Any]) -> None:
+    """Writes `params` (any pytree of arrays) and the HF model config to a new directory."""
+    path = os.path.abspath(os.fspath(path))
+    if os.path.exists(path):
+        raise FileExistsError(f"{path} exists; choose a new --out directory or delete it first")
+    items = {
+        PARAMS: ocp.args.StandardSave(_to_nested_dict(params)),
+        MODEL_CONFIG: ocp.args.JsonSave(_json_ready(model_config)),
+    }
+    with ocp.Checkpointer(ocp.CompositeCheckpointHandler()) as checkpointer:
+        checkpointer.save(path, ocp.args.Composite(**items))
+
+
+def params_directory(path: str | os.PathLike) -> str:
+    """A parameters directory: `path` itself, or the latest step of a training checkpoint dir."""
+    path = os.path.abspath(os.fspath(path))
+    if os.path.isdir(os.path.join(path, PARAMS)):
+        return path
+    steps = (
+        [int(name) for name in os.listdir(path) if name.isdigit()] if os.path.isdir(path) else []
+    )
+    for step in sorted(steps, reverse=True):
+        if os.path.isdir(os.path.join(path, str(step), PARAMS)):
+            return os.path.join(path, str(step))
+    raise FileNotFoundError(
+        f"{path} holds no Orbax parameters (no '{PARAMS}' item and no finished step folder); "
+        "create one with `python -m launch.import_hf --hf_dir=... --out=...`"
+    )
+
+
+def read_model_config(path: str | os.PathLike) -> dict:
+    """The HF config.json fields saved next to the parameters in `path` (see params_directory)."""
+    directory = params_directory(path)
+    with ocp.Checkpointer(ocp.CompositeCheckpointHandler()) as checkpointer:
+        restored = checkpointer.restore(
+            directory, ocp.args.Composite(**{MODEL_CONFIG: ocp.args.JsonRestore()})
+        )
+    return dict(restored[MODEL_CONFIG])
+
+
+def restore_params(
+    path: str | os.PathLike, abstract_params: Any, *, mesh: jax.sharding.Mesh | None = None
+) -> Any:
+    """Reads parameters saved by `save_params` or `TrainCheckpoints` (latest step).
+
+    abstract_params: pytree (e.g. nnx.State from nnx.eval_shape) whose leaves carry shape,
+    dtype and sharding; the result has its structure and shardings. mesh: as in
+    `TrainCheckpoints.restore`.
+    """
+    directory = params_directory(path)
+    with ocp.Checkpointer(ocp.CompositeCheckpointHandler()) as checkpointer:
+        restored = checkpointer.restore(
+            directory,
+            ocp.args.Composite(
+                **{PARAMS: ocp.args.StandardRestore(_abstract_nested(abstract_params, mesh))}
+            ),
+        )
+    return _from_nested_dict(restored[PARAMS], abstract_params)
