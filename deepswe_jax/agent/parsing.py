@@ -1,0 +1,207 @@
+"""Reads the function call out of a model reply; never raises on bad output.
+
+Rules (each one is tested in tests/agent/test_parsing.py):
+
+- Thinking: when a reply starts with `<think>` (leading whitespace aside), the
+  call is looked for only after the first `</think>`; a reply whose `<think>`
+  is never closed has no call.
+- The first `<function=NAME>` opens the call. Between it and `</function>`
+  there may only be whitespace and `<parameter=KEY>VALUE</parameter>` entries.
+- A value ends at the first `</parameter>` that is followed, after optional
+  whitespace, by `<parameter=`, by `</function>` or by the end of the reply.
+  So values may contain `</parameter>`, `</function>` or `<parameter=...>` as
+  long as they do not contain `</parameter>` directly followed by one of those.
+  When text after the call still holds a `</function>` (before any further
+  `<function=`), the end of the call is ambiguous and the reply is rejected.
+- Values are kept exactly, except the one newline the format puts right after
+  `<parameter=KEY>` and the one right before `</parameter>`: each is dropped when
+  present. No other whitespace is touched (indentation in `old_str` matters).
+- A second call after the first is not run; the result carries a notice saying so.
+- Function names and keys are checked against `prompts.TOOLS` (aliases from
+  `prompts.TOOL_ALIASES`): unknown functions, unknown or repeated parameters and
+  missing required parameters are errors.
+
+Errors become `ParseResult.error`, an observation that tells the model what was
+wrong and how to write the call instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from deepswe_jax.agent.prompts import TOOL_ALIASES, TOOLS
+
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+FUNCTION_OPEN = re.compile(r"<function=([^>\n]*)>")
+PARAMETER_OPEN = re.compile(r"<parameter=([^>\n]*)>")
+PARAMETER_CLOSE = "</parameter>"
+FUNCTION_CLOSE = "</function>"
+# What may follow a value's closing tag: another parameter, the end of the call, or the end of the reply.
+VALUE_END = re.compile(r"</parameter>(?=\s*(?:<parameter=|</function>|\Z))")
+WHITESPACE = re.compile(r"\s*")
+
+CALL_EXAMPLE = """<function=execute_bash>
+<parameter=cmd>ls /testbed</parameter>
+</function>"""
+
+NO_CALL_ERROR = (
+    "ERROR: no function call found in your reply. Every reply must end with exactly one call "
+    "in this format:\n{example}\nWhen you are done, call finish."
+)
+UNCLOSED_THINK_ERROR = (
+    "ERROR: your reply opened <think> but never closed it with </think>, so no function call "
+    "was read. Close your thinking with </think>, then write one call such as:\n{example}"
+)
+UNKNOWN_FUNCTION_ERROR = (
+    "ERROR: unknown function '{name}'. Available functions: {available}. Call one of them."
+)
+UNCLOSED_PARAMETER_ERROR = (
+    "ERROR: parameter '{key}' of {name} is not closed. End every value with </parameter> and "
+    "put the next <parameter=KEY> or </function> after it."
+)
+UNCLOSED_FUNCTION_ERROR = (
+    "ERROR: the call to {name} is not closed. End every call with </function> after its last "
+    "</parameter>."
+)
+STRAY_TEXT_ERROR = (
+    "ERROR: unexpected text inside the call to {name}: {snippet!r}. Between <function={name}> "
+    "and </function> write only <parameter=KEY>VALUE</parameter> entries."
+)
+AMBIGUOUS_END_ERROR = (
+    "ERROR: could not tell where the call to {name} ends: text after its </function> holds "
+    "another </function>. A value must not contain </parameter> directly followed by "
+    "</function> or <parameter=; split such text (e.g. '</param' + 'eter>') and call again."
+)
+UNKNOWN_PARAMETER_ERROR = (
+    "ERROR: {name} has no parameter '{key}'. Its parameters: {allowed}. Call it again with those."
+)
+REPEATED_PARAMETER_ERROR = (
+    "ERROR: parameter '{key}' is given more than once in the call to {name}. Give it once."
+)
+MISSING_PARAMETER_ERROR = (
+    "ERROR: {name} needs parameter(s) {missing}. Call it again with every required parameter."
+)
+EXTRA_CALLS_NOTICE = (
+    "NOTE: your reply held {count} function calls; only the first one ran. Call one function "
+    "per reply."
+)
+
+
+@dataclass(frozen=True)
+class FunctionCall:
+    """A parsed call: the canonical function name and its parameter values, exactly as meant."""
+
+    name: str
+    parameters: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """What a reply asked for.
+
+    Exactly one of `call` and `error` is set. `error` is the observation to
+    show the model instead of running anything. `notice` (only with a call)
+    is a note to show alongside the call's output. `thought` is the reply's
+    text before the call (thinking included).
+    """
+
+    call: FunctionCall | None
+    error: str | None = None
+    notice: str | None = None
+    thought: str = ""
+
+
+def strip_format_newlines(value: str) -> str:
+    """Drops the single newline after `<parameter=KEY>` and the one before `</parameter>`."""
+    if value.startswith("\n"):
+        value = value[1:]
+    if value.endswith("\n"):
+        value = value[:-1]
+    return value
+
+
+def parse_function_call(reply: str) -> ParseResult:
+    """Parses the first complete `<function=...>...</function>` block of `reply` (see module doc)."""
+    search_from = 0
+    stripped = reply.lstrip()
+    if stripped.startswith(THINK_OPEN):
+        think_end = reply.find(THINK_CLOSE)
+        if think_end < 0:
+            return ParseResult(None, error=UNCLOSED_THINK_ERROR.format(example=CALL_EXAMPLE))
+        search_from = think_end + len(THINK_CLOSE)
+
+    opening = FUNCTION_OPEN.search(reply, search_from)
+    if opening is None:
+        return ParseResult(None, error=NO_CALL_ERROR.format(example=CALL_EXAMPLE))
+    thought = reply[: opening.start()]
+    written_name = opening.group(1).strip()
+    name = TOOL_ALIASES.get(written_name, written_name)
+
+    parameters: list[tuple[str, str]] = []
+    position = opening.end()
+    while True:
+        position = WHITESPACE.match(reply, position).end()
+        if reply.startswith(FUNCTION_CLOSE, position):
+            call_end = position + len(FUNCTION_CLOSE)
+            break
+        if position == len(reply):
+            return ParseResult(
+                None, error=UNCLOSED_FUNCTION_ERROR.format(name=written_name), thought=thought
+            )
+        parameter = PARAMETER_OPEN.match(reply, position)
+        if parameter is None:
+            snippet = reply[position : position + 40]
+            return ParseResult(
+                None,
+                error=STRAY_TEXT_ERROR.format(name=written_name, snippet=snippet),
+                thought=thought,
+            )
+        key = parameter.group(1).strip()
+        value_end = VALUE_END.search(reply, parameter.end())
+        if value_end is None:
+            return ParseResult(
+                None,
+                error=UNCLOSED_PARAMETER_ERROR.format(key=key, name=written_name),
+                thought=thought,
+            )
+        parameters.append((key, strip_format_newlines(reply[parameter.end() : value_end.start()])))
+        position = value_end.end()
+
+    rest = reply[call_end:]
+    next_call = FUNCTION_OPEN.search(rest)
+    before_next_call = rest if next_call is None else rest[: next_call.start()]
+    if FUNCTION_CLOSE in before_next_call:
+        return ParseResult(
+            None, error=AMBIGUOUS_END_ERROR.format(name=written_name), thought=thought
+        )
+
+    error = _check_call(name, written_name, parameters)
+    if error is not None:
+        return ParseResult(None, error=error, thought=thought)
+    notice = None
+    if next_call is not None:
+        count = 1 + len(FUNCTION_OPEN.findall(reply, call_end))
+        notice = EXTRA_CALLS_NOTICE.format(count=count)
+    return ParseResult(FunctionCall(name, dict(parameters)), notice=notice, thought=thought)
+
+
+def _check_call(name: str, written_name: str, parameters: list[tuple[str, str]]) -> str | None:
+    """The error message for a call that does not fit its function's signature, else None."""
+    spec = TOOLS.get(name)
+    if spec is None:
+        return UNKNOWN_FUNCTION_ERROR.format(name=written_name, available=", ".join(TOOLS))
+    seen: set[str] = set()
+    for key, _ in parameters:
+        if key not in spec.parameter_names:
+            return UNKNOWN_PARAMETER_ERROR.format(
+                name=name, key=key, allowed=", ".join(spec.parameter_names)
+            )
+        if key in seen:
+            return REPEATED_PARAMETER_ERROR.format(name=name, key=key)
+        seen.add(key)
+    missing = [key for key in spec.required_parameters if key not in seen]
+    if missing:
+        return MISSING_PARAMETER_ERROR.format(name=name, missing=", ".join(missing))
+    return None

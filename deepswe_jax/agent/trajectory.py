@@ -1,0 +1,129 @@
+"""One episode as training data: tokens exactly as sampled, loss mask, reward, why it stopped.
+
+Trajectories are stored as jsonl, one file per RL iteration
+(`trajectories_path(run_dir, iteration)`), one `Trajectory.to_json()` line each.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+
+class StopReason(str, enum.Enum):
+    """Why an episode ended.
+
+    finished: the agent called finish. max_steps / max_context: the step or
+    token budget ran out. timeout: the whole-episode wall-clock limit passed.
+    env_error: the container failed (an infrastructure error, not a wrong answer).
+    """
+
+    finished = "finished"
+    max_steps = "max_steps"
+    max_context = "max_context"
+    timeout = "timeout"
+    env_error = "env_error"
+
+
+# Stops whose trajectories get loss mask 0 but keep reward 0 in their group's baseline.
+COMPACT_FILTERED = frozenset({StopReason.max_steps, StopReason.max_context, StopReason.timeout})
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """One episode of one task.
+
+    `token_ids`, `loss_mask` and `sampler_logprobs` are all [num_tokens]: the
+    prompt (`prompt_ids`, a prefix of `token_ids`) then every assistant turn
+    and observation. `loss_mask` is 1 exactly on sampled assistant tokens
+    (their closing <|im_end|> included); `sampler_logprobs` is 0.0 where the
+    mask is 0. `reward` is 1.0 only for a finished episode whose patch resolved
+    the task. `infra_error` marks container or grader failures. `timings` holds
+    wall-clock seconds (acquire, generation, tool, patch, grading, total);
+    `steps` one dict per agent turn (text, action, observation, timings);
+    `grade` is `GradeResult` as a dict, or None when the patch was not graded.
+    """
+
+    task_id: str
+    rollout_index: int
+    policy_version: int
+    prompt_ids: tuple[int, ...]
+    token_ids: tuple[int, ...]
+    loss_mask: tuple[int, ...]
+    sampler_logprobs: tuple[float, ...]
+    reward: float
+    stop_reason: StopReason
+    infra_error: bool
+    num_steps: int
+    patch: str
+    timings: dict[str, float]
+    steps: tuple[dict, ...]
+    grade: dict | None
+
+    def __post_init__(self):
+        lengths = {len(self.token_ids), len(self.loss_mask), len(self.sampler_logprobs)}
+        if len(lengths) != 1:
+            raise ValueError(
+                f"token_ids, loss_mask and sampler_logprobs must have one length, got "
+                f"{len(self.token_ids)}, {len(self.loss_mask)}, {len(self.sampler_logprobs)}"
+            )
+        if tuple(self.token_ids[: len(self.prompt_ids)]) != tuple(self.prompt_ids):
+            raise ValueError("prompt_ids must be a prefix of token_ids")
+
+    @property
+    def num_response_tokens(self) -> int:
+        """Tokens after the prompt (assistant turns and observations)."""
+        return len(self.token_ids) - len(self.prompt_ids)
+
+    @property
+    def compact_filtered(self) -> bool:
+        """True when the stop reason is one compact filtering masks."""
+        return self.stop_reason in COMPACT_FILTERED
+
+    def to_json(self) -> str:
+        """One jsonl line (no trailing newline)."""
+        record = asdict(self)
+        record["stop_reason"] = self.stop_reason.value
+        return json.dumps(record, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, line: str) -> Trajectory:
+        """Reads what `to_json` wrote."""
+        record: dict[str, Any] = json.loads(line)
+        names = {f.name for f in fields(cls)}
+        if set(record) != names:
+            raise ValueError(
+                f"trajectory record fields differ from Trajectory's: missing "
+                f"{sorted(names - set(record))}, unexpected {sorted(set(record) - names)}"
+            )
+        record["stop_reason"] = StopReason(record["stop_reason"])
+        for name in ("prompt_ids", "token_ids", "loss_mask", "sampler_logprobs", "steps"):
+            record[name] = tuple(record[name])
+        return cls(**record)
+
+
+def trajectories_path(run_dir: str | os.PathLike, iteration: int) -> Path:
+    """Where iteration `iteration`'s trajectories go: run_dir/trajectories/iter_000012.jsonl."""
+    return Path(run_dir) / "trajectories" / f"iter_{iteration:06d}.jsonl"
+
+
+def write_trajectories(path: str | os.PathLike, trajectories: Iterable[Trajectory]) -> None:
+    """Writes one trajectory per line, replacing `path` atomically (parent folders created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("w", encoding="utf-8") as f:
+        for trajectory in trajectories:
+            f.write(trajectory.to_json() + "\n")
+    partial.replace(path)
+
+
+def read_trajectories(path: str | os.PathLike) -> list[Trajectory]:
+    """Reads a file written by `write_trajectories`."""
+    with Path(path).open(encoding="utf-8") as f:
+        return [Trajectory.from_json(line) for line in f if line.strip()]

@@ -1,0 +1,69 @@
+"""The sampler protocol: what the agent loop asks of any token generator.
+
+A request is a prompt (token ids) plus sampling parameters; a completion is the
+generated token ids, one log-probability per generated token (under the
+sampler's own weights, before any top-p/top-k truncation bias is corrected)
+and why generation stopped. Samplers never see text: the agent keeps exactly
+the ids they return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SamplingParams:
+    """How to sample one completion (keyword arguments only).
+
+    `top_k = 0` turns top-k off. Generation ends after a token in
+    `stop_token_ids` (which is kept in the completion) or after
+    `max_new_tokens` tokens.
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_new_tokens: int
+    stop_token_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """One prompt to continue. `prompt_ids` is the full context, [prompt_len]."""
+
+    prompt_ids: tuple[int, ...]
+    params: SamplingParams
+
+
+@dataclass(frozen=True)
+class Completion:
+    """Generated tokens: `token_ids` and `logprobs` are both [num_generated].
+
+    `finish_reason` is 'stop' when the last token is a stop token (or the
+    sampler otherwise ended the turn) and 'length' when `max_new_tokens` ran out.
+    """
+
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    finish_reason: FinishReason
+
+
+class Sampler(Protocol):
+    """A token generator the agent loop can drive from many coroutines at once."""
+
+    async def generate(self, requests: Sequence[GenerateRequest]) -> list[Completion]:
+        """One completion per request, in request order."""
+        ...
+
+    def sync_weights(self, params: Any) -> None:
+        """Makes the next `generate` calls sample from `params`."""
+        ...
+
+    def close(self) -> None:
+        """Releases devices, engines and threads."""
+        ...
