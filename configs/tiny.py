@@ -14,7 +14,7 @@ def get_config() -> ml_collections.ConfigDict:
         vocab_size=4096,
         hidden_size=128,
         intermediate_size=384,
-        num_hidden_layers=2,
+        num_hidden_layers=4,
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=32,

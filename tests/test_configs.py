@@ -1,0 +1,158 @@
+"""Configs: the contract's fields, Qwen3-32B's exact parameter count, command-line overrides."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import jax
+import pytest
+from flax import nnx
+from ml_collections import ConfigDict
+
+from configs import common, deepswe_qwen3_32b, tiny
+from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
+from deepswe_jax.parallel import DEFAULT_RULES
+
+CONTRACT_FIELDS = {
+    "": [
+        "seed",
+        "param_dtype",
+        "compute_dtype",
+        "remat",
+        "sharding_rules",
+        "init_from",
+        "tokenizer",
+    ],
+    "model": [
+        "vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "rope_theta",
+        "rms_norm_eps",
+        "tie_word_embeddings",
+        "max_position_embeddings",
+    ],
+    "mesh": ["data", "fsdp", "tensor"],
+    "rl": [
+        "lr",
+        "b1",
+        "b2",
+        "weight_decay",
+        "grad_clip",
+        "warmup_steps",
+        "eps_low",
+        "eps_high",
+        "loss_mode",
+        "advantage",
+        "n_rollouts",
+        "tasks_per_step",
+        "micro_batch_size",
+        "num_iterations",
+        "logprob_chunk",
+    ],
+    "agent": [
+        "max_steps",
+        "max_prompt_tokens",
+        "max_context",
+        "step_timeout",
+        "trajectory_timeout",
+        "reward_timeout",
+    ],
+    "sampler": ["kind", "temperature", "top_p", "top_k", "max_batch"],
+    "env": ["tasks", "max_envs", "mem_limit", "cpus", "pids_limit"],
+    "checkpoint": ["every", "keep", "async_save"],
+}
+
+
+def _abstract_parameter_count(config: ConfigDict) -> int:
+    model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
+    abstract = nnx.eval_shape(lambda: Qwen3ForCausalLM(model_config, rngs=nnx.Rngs(0)))
+    leaves = jax.tree.leaves(nnx.state(abstract, nnx.Param))
+    assert all(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in leaves)  # nothing allocated
+    return sum(leaf.size for leaf in leaves)
+
+
+@pytest.mark.parametrize("module", [common, tiny, deepswe_qwen3_32b], ids=lambda m: m.__name__)
+def test_every_contract_field_exists(module):
+    config = module.get_config()
+    for section, names in CONTRACT_FIELDS.items():
+        node = config[section] if section else config
+        missing = [name for name in names if name not in node]
+        assert not missing, f"{module.__name__}: {section or 'top level'} lacks {missing}"
+    assert tuple(config.sharding_rules) == DEFAULT_RULES
+    assert config.rl.loss_mode in ("seq_sum_const", "token_mean", "seq_mean_token_mean")
+    assert config.remat in ("none", "full", "save_dots", "offload")
+    assert config.sampler.kind in ("jax", "vllm")
+
+
+def test_qwen3_32b_parameter_count_from_abstract_model():
+    config = deepswe_qwen3_32b.get_config()
+    v, e, m, layers = 151936, 5120, 25600, 64
+    q, kv, d = 64 * 128, 8 * 128, 128
+    per_layer = e * q + 2 * e * kv + q * e + 2 * d + 3 * e * m + 2 * e  # attn, q/k norm, mlp, norms
+    expected = layers * per_layer + 2 * v * e + e  # untied embedding + lm_head, final norm
+    assert expected == 32_762_123_264  # what HF reports for Qwen/Qwen3-32B
+    assert _abstract_parameter_count(config) == expected
+
+
+def test_deepswe_hyperparameters():
+    config = deepswe_qwen3_32b.get_config()
+    assert (config.rl.lr, config.rl.n_rollouts, config.rl.tasks_per_step) == (1e-6, 8, 64)
+    assert (config.rl.eps_low, config.rl.eps_high) == (0.2, 0.28)
+    assert config.rl.loss_mode == "seq_sum_const" and config.rl.advantage == "loo"
+    assert (config.agent.max_prompt_tokens, config.agent.max_context) == (4096, 32768)
+    assert config.agent.max_steps == 50
+    assert (config.agent.reward_timeout, config.agent.step_timeout) == (300, 90)
+    assert config.agent.trajectory_timeout == 5400
+    assert (config.sampler.temperature, config.sampler.top_p, config.sampler.top_k) == (1, 1, 0)
+    assert config.compute_dtype == "bfloat16" and config.remat != "none"
+    mesh = config.mesh
+    assert mesh.data * mesh.fsdp * mesh.tensor == 64
+    assert config.rl.micro_batch_size % (mesh.data * mesh.fsdp) == 0
+    assert config.model.tie_word_embeddings is False
+
+
+def test_tiny_config_is_small_and_tied():
+    config = tiny.get_config()
+    assert config.model.tie_word_embeddings is True
+    assert 1e6 < _abstract_parameter_count(config) < 1e7
+    assert config.model.hidden_size == config.model.num_attention_heads * config.model.head_dim
+    assert config.agent.max_context <= 4096 and config.sampler.kind == "jax"
+
+
+_LOAD_WITH_FLAGS = textwrap.dedent(
+    """
+    import json, sys
+    from absl import app
+    from ml_collections import config_flags
+    _CONFIG = config_flags.DEFINE_config_file("config")
+    def main(argv):
+        print(json.dumps(_CONFIG.value.to_dict()))
+    app.run(main)
+    """
+)
+
+
+def test_command_line_overrides():
+    command = [
+        sys.executable,
+        "-c",
+        _LOAD_WITH_FLAGS,
+        "--config=configs/tiny.py",
+        "--config.rl.lr=3e-4",
+        "--config.mesh.fsdp=2",
+        "--config.remat=full",
+        "--config.agent.max_steps=7",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert loaded["rl"]["lr"] == 3e-4
+    assert loaded["mesh"]["fsdp"] == 2
+    assert loaded["remat"] == "full"
+    assert loaded["agent"]["max_steps"] == 7
+    assert loaded["model"]["hidden_size"] == tiny.get_config().model.hidden_size
