@@ -1,0 +1,1 @@
+"""GRPO++ training: advantages, the clipped-surrogate loss, chunked log-probs, batch assembly."""

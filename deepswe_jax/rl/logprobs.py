@@ -1,0 +1,68 @@
+"""Token log-probabilities and entropies without materializing [batch, seq, vocab] logits.
+
+With vocab 151,936 and seq 32,768 the full fp32 logits of one sequence take 20 GB. Here the
+sequence is cut into chunks; a `lax.map` visits one chunk at a time and `jax.checkpoint`
+makes the backward pass recompute each chunk's logits instead of keeping them all.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def _chunk_logprobs_and_entropy(
+    hidden: jax.Array, unembed: jax.Array, targets: jax.Array, temperature: float
+) -> tuple[jax.Array, jax.Array]:
+    """[b, c, h], [h, v], [b, c] -> log p(target) [b, c] and entropy [b, c], in fp32."""
+    logits = jnp.einsum("bch,hv->bcv", hidden, unembed, preferred_element_type=jnp.float32)
+    logits = logits.astype(jnp.float32) / temperature
+    log_normalizer = jax.nn.logsumexp(logits, axis=-1)  # [b, c]
+    target_logits = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
+    probs = jnp.exp(logits - log_normalizer[..., None])
+    entropy = log_normalizer - jnp.sum(probs * logits, axis=-1)
+    return target_logits - log_normalizer, entropy
+
+
+def token_logprobs(
+    hidden: jax.Array,
+    unembed: jax.Array,
+    targets: jax.Array,
+    *,
+    chunk_size: int = 1024,
+    temperature: float = 1.0,
+) -> tuple[jax.Array, jax.Array]:
+    """Log-probability of each target token and the entropy of each next-token distribution.
+
+    Args:
+      hidden: [batch, seq, hidden] final hidden states (model.hidden_states(...)).
+      unembed: [hidden, vocab] output projection (model.unembed_matrix()).
+      targets: [batch, seq] int token ids to score (inputs shifted left by one).
+      chunk_size: sequence positions per chunk; peak logits memory is batch * chunk * vocab * 4.
+      temperature: logits are divided by it, to score under the sampler's distribution.
+    Returns:
+      (logprobs [batch, seq], entropy [batch, seq]), float32.
+    """
+    batch, seq, width = hidden.shape
+    if unembed.shape[0] != width:
+        raise ValueError(f"unembed is {unembed.shape}, expected [hidden={width}, vocab]")
+    if targets.shape != (batch, seq):
+        raise ValueError(f"targets is {targets.shape}, expected [batch, seq] = {(batch, seq)}")
+    chunk_size = min(chunk_size, seq)
+    num_chunks = -(-seq // chunk_size)
+    padding = num_chunks * chunk_size - seq
+    if padding:
+        hidden = jnp.pad(hidden, ((0, 0), (0, padding), (0, 0)))
+        targets = jnp.pad(targets, ((0, 0), (0, padding)))
+    # [num_chunks, batch, chunk, ...]: lax.map walks the leading axis.
+    hidden_chunks = hidden.reshape(batch, num_chunks, chunk_size, width).swapaxes(0, 1)
+    target_chunks = targets.reshape(batch, num_chunks, chunk_size).swapaxes(0, 1)
+
+    @jax.checkpoint
+    def one_chunk(chunk: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        return _chunk_logprobs_and_entropy(chunk[0], unembed, chunk[1], temperature)
+
+    logprobs, entropy = jax.lax.map(one_chunk, (hidden_chunks, target_chunks))
+    logprobs = logprobs.swapaxes(0, 1).reshape(batch, -1)[:, :seq]
+    entropy = entropy.swapaxes(0, 1).reshape(batch, -1)[:, :seq]
+    return logprobs, entropy

@@ -1,0 +1,158 @@
+"""GRPO++ policy loss: PPO clipped surrogate with clip-high, returned as (sum, denominator).
+
+`total = sum(sums) / sum(denominators)` over micro-batches and hosts is the exact loss of the
+whole batch, which is what makes gradient accumulation and multi-host reduction exact.
+
+Token arrays are [batch, seq]; `mask` is the (shifted, compact-filtered) loss mask. A row
+holds one sequence, or several packed ones told apart by `segment_ids` (0 = padding).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+LOSS_MODES = ("seq_sum_const", "token_mean", "seq_mean_token_mean")
+# The log-ratio is clamped before exp so one wild token cannot overflow the ratio.
+LOG_RATIO_CLAMP = 20.0
+
+
+def importance_ratio(logprobs: jax.Array, old_logprobs: jax.Array) -> jax.Array:
+    """`exp(clamp(logprobs - old_logprobs, -20, 20))`, [batch, seq] -> [batch, seq]."""
+    log_ratio = jnp.clip(logprobs - old_logprobs, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    return jnp.exp(log_ratio)
+
+
+def clipped_surrogate(
+    logprobs: jax.Array,
+    old_logprobs: jax.Array,
+    advantages: jax.Array,
+    *,
+    eps_low: float,
+    eps_high: float,
+) -> jax.Array:
+    """Per-token PPO loss `max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high))`, [batch, seq]."""
+    ratio = importance_ratio(logprobs, old_logprobs)
+    unclipped = -advantages * ratio
+    clipped = -advantages * jnp.clip(ratio, 1.0 - eps_low, 1.0 + eps_high)
+    return jnp.maximum(unclipped, clipped)
+
+
+def _token_advantages(advantages: jax.Array, like: jax.Array) -> jax.Array:
+    if advantages.ndim == 1:
+        advantages = advantages[:, None]
+    return jnp.broadcast_to(advantages, like.shape).astype(jnp.float32)
+
+
+def sequence_token_counts(
+    mask: jax.Array, segment_ids: jax.Array | None = None
+) -> tuple[jax.Array, jax.Array]:
+    """Loss tokens of each token's sequence [batch, seq], and the number of sequences having any.
+
+    Without segment ids each row is one sequence.
+    """
+    is_loss = (mask > 0).astype(jnp.float32)
+    if segment_ids is None:
+        counts = is_loss.sum(axis=-1)  # [batch]
+        return jnp.broadcast_to(counts[:, None], mask.shape), (counts > 0).sum().astype(jnp.float32)
+    batch, seq = mask.shape
+    # One id per (row, segment); segment ids are < seq + 1 since a segment holds >= 1 token.
+    sequence_id = jnp.arange(batch)[:, None] * (seq + 1) + segment_ids
+    counts = jax.ops.segment_sum(
+        is_loss.ravel(), sequence_id.ravel(), num_segments=batch * (seq + 1)
+    )
+    return counts[sequence_id], (counts > 0).sum().astype(jnp.float32)
+
+
+def policy_loss(
+    logprobs: jax.Array,
+    old_logprobs: jax.Array,
+    advantages: jax.Array,
+    mask: jax.Array,
+    *,
+    eps_low: float = 0.2,
+    eps_high: float = 0.28,
+    mode: str = "seq_sum_const",
+    max_response_len: int | None = None,
+    segment_ids: jax.Array | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """Clipped-surrogate loss as an unreduced sum and the denominator to divide it by.
+
+    Modes (DESIGN.md, GRPO++):
+      seq_sum_const: per sequence, token-loss sum / max_response_len; mean over sequences
+        (DeepSWE, Dr. GRPO). sum = sum_seqs(token sum / L), denominator = number of sequences.
+      token_mean: sum = token-loss sum, denominator = number of loss tokens.
+      seq_mean_token_mean: sum = sum_seqs(token sum / tokens in seq), denominator = sequences.
+    Sequences are counted when they have at least one loss token (compact-filtered ones do not
+    count).
+
+    Args:
+      logprobs: [batch, seq] current policy log-probs of the targets (differentiated).
+      old_logprobs: [batch, seq] log-probs of the policy that generated the batch.
+      advantages: [batch] per row, or [batch, seq] per token (required when packing).
+      mask: [batch, seq] loss mask (0/1).
+      max_response_len: the constant L of seq_sum_const (config.agent.max_context).
+      segment_ids: [batch, seq] packed-sequence ids (0 = padding), or None for one per row.
+    Returns:
+      (loss_sum, denominator), float32 scalars.
+    """
+    if mode not in LOSS_MODES:
+        raise ValueError(
+            f"unknown loss mode {mode!r}; set config.rl.loss_mode to one of {LOSS_MODES}"
+        )
+    if mode == "seq_sum_const" and not max_response_len:
+        raise ValueError(
+            "loss mode 'seq_sum_const' divides by a constant response length; pass "
+            "max_response_len (config.agent.max_context)"
+        )
+    mask = mask.astype(jnp.float32)
+    token_loss = clipped_surrogate(
+        logprobs.astype(jnp.float32),
+        old_logprobs.astype(jnp.float32),
+        _token_advantages(advantages, mask),
+        eps_low=eps_low,
+        eps_high=eps_high,
+    )
+    masked_loss = token_loss * mask
+    if mode == "token_mean":
+        return masked_loss.sum(), mask.sum()
+    seq_tokens, num_sequences = sequence_token_counts(mask, segment_ids)
+    if mode == "seq_sum_const":
+        return masked_loss.sum() / max_response_len, num_sequences
+    return (masked_loss / jnp.maximum(seq_tokens, 1.0)).sum(), num_sequences
+
+
+def ratio_metrics(
+    logprobs: jax.Array,
+    old_logprobs: jax.Array,
+    advantages: jax.Array,
+    mask: jax.Array,
+    *,
+    eps_low: float = 0.2,
+    eps_high: float = 0.28,
+) -> dict[str, jax.Array]:
+    """Summable statistics of the importance ratio `exp(logprobs - old_logprobs)` over loss tokens.
+
+    Keys: tokens; clipped_low (A < 0 and r < 1 - eps_low: gradient cut); clipped_high (A > 0 and
+    r > 1 + eps_high); ratio_sum; approx_kl_sum (k3 estimator of KL(old || new) per token);
+    ratio_min / ratio_max (combine with min / max; +-inf when there are no tokens). Every other
+    key combines by summation, so micro-batches and hosts merge exactly.
+    """
+    mask = mask > 0
+    ratio = importance_ratio(logprobs.astype(jnp.float32), old_logprobs.astype(jnp.float32))
+    log_ratio = jnp.log(ratio)
+    advantages = _token_advantages(advantages, ratio)
+    zero = jnp.zeros_like(ratio)
+    return {
+        "tokens": mask.sum().astype(jnp.float32),
+        "clipped_low": (mask & (advantages < 0) & (ratio < 1.0 - eps_low))
+        .sum()
+        .astype(jnp.float32),
+        "clipped_high": (mask & (advantages > 0) & (ratio > 1.0 + eps_high))
+        .sum()
+        .astype(jnp.float32),
+        "ratio_sum": jnp.where(mask, ratio, zero).sum(),
+        "approx_kl_sum": jnp.where(mask, ratio - 1.0 - log_ratio, zero).sum(),
+        "ratio_min": jnp.where(mask, ratio, jnp.inf).min(),
+        "ratio_max": jnp.where(mask, ratio, -jnp.inf).max(),
+    }
