@@ -11,23 +11,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
+from deepswe_jax.agent.trajectory import Trajectory
 from deepswe_jax.rl.advantages import GroupStats, compact_filter, compute_advantages, group_stats
-
-
-class TrajectoryLike(Protocol):
-    """The fields of deepswe_jax.agent.trajectory.Trajectory that training reads."""
-
-    task_id: str
-    token_ids: Sequence[int]
-    loss_mask: Sequence[int]
-    sampler_logprobs: Sequence[float]
-    reward: float
-    stop_reason: object
-    infra_error: bool
 
 
 @dataclass(frozen=True)
@@ -108,15 +96,10 @@ def bucket_length(length: int, length_buckets: Sequence[int] | None = None) -> i
     )
 
 
-def _shift(trajectory: TrajectoryLike, loss_weight: float, advantage: float) -> _Sequence:
+def _shift(trajectory: Trajectory, loss_weight: float, advantage: float) -> _Sequence:
     tokens = np.asarray(trajectory.token_ids, dtype=np.int32)
     mask = np.asarray(trajectory.loss_mask, dtype=np.float32)
     logprobs = np.asarray(trajectory.sampler_logprobs, dtype=np.float32)
-    if not len(tokens) == len(mask) == len(logprobs):
-        raise ValueError(
-            f"trajectory {trajectory.task_id!r} has {len(tokens)} tokens, {len(mask)} mask "
-            f"entries and {len(logprobs)} sampler logprobs; they must be equal (one per token)"
-        )
     if len(tokens) and mask[0] > 0:
         raise ValueError(
             f"trajectory {trajectory.task_id!r} has loss_mask 1 on its first token, which no "
@@ -183,7 +166,7 @@ def _fill_micro_batch(
 
 
 def assemble_batch(
-    trajectories: Sequence[TrajectoryLike],
+    trajectories: Sequence[Trajectory],
     *,
     micro_batch_size: int,
     advantage: str = "loo",
@@ -205,7 +188,7 @@ def assemble_batch(
     """
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
-    groups: dict[str, list[TrajectoryLike]] = {}
+    groups: dict[str, list[Trajectory]] = {}
     for trajectory in trajectories:
         groups.setdefault(trajectory.task_id, []).append(trajectory)
     width = max((len(group) for group in groups.values()), default=0)

@@ -1,34 +1,52 @@
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
 
+from deepswe_jax.agent.trajectory import StopReason, Trajectory
 from deepswe_jax.rl.batch import assemble_batch, bucket_length
 
 
-@dataclass(frozen=True)
-class Rollout:
-    """The Trajectory fields (CONTRACTS.md) that batch assembly reads."""
-
-    task_id: str
-    token_ids: tuple
-    loss_mask: tuple
-    sampler_logprobs: tuple
-    reward: float
-    stop_reason: str = "finished"
-    infra_error: bool = False
-
-
-def make_rollout(task_id, prompt_len, turns, reward, seed, **kwargs):
+def make_rollout(
+    task_id, prompt_len, turns, reward, seed, stop_reason="finished", infra_error=False
+):
     """A prompt (mask 0) then alternating assistant (mask 1) / observation (mask 0) spans."""
     rng = np.random.default_rng(seed)
-    tokens, mask = list(rng.integers(1, 100, prompt_len)), [0] * prompt_len
+    tokens, mask = [int(t) for t in rng.integers(1, 100, prompt_len)], [0] * prompt_len
     for i, length in enumerate(turns):
-        tokens += list(rng.integers(1, 100, length))
+        tokens += [int(t) for t in rng.integers(1, 100, length)]
         mask += [1 - i % 2] * length
-    logprobs = [float(-rng.random()) if m else 0.0 for m in mask]
-    return Rollout(
-        task_id, tuple(int(t) for t in tokens), tuple(mask), tuple(logprobs), reward, **kwargs
+    return trajectory(task_id, tokens, mask, reward, stop_reason, infra_error, prompt_len, seed)
+
+
+def trajectory(
+    task_id,
+    tokens,
+    mask,
+    reward,
+    stop_reason="finished",
+    infra_error=False,
+    prompt_len=1,
+    seed=0,
+    logprobs=None,
+):
+    rng = np.random.default_rng(seed)
+    if logprobs is None:
+        logprobs = [float(-rng.random()) if m else 0.0 for m in mask]
+    return Trajectory(
+        task_id=task_id,
+        rollout_index=seed,
+        policy_version=0,
+        prompt_ids=tuple(tokens[:prompt_len]),
+        token_ids=tuple(tokens),
+        loss_mask=tuple(mask),
+        sampler_logprobs=tuple(logprobs),
+        reward=reward,
+        stop_reason=StopReason(stop_reason),
+        infra_error=infra_error,
+        num_steps=1,
+        patch="",
+        timings={},
+        steps=(),
+        grade=None,
     )
 
 
@@ -126,11 +144,7 @@ def test_packing_fills_rows_and_counts_sequences():
 
 
 def test_bad_trajectories_are_explained():
-    good = make_rollout("a", 3, (2,), 1.0, 0)
-    short_mask = Rollout("a", good.token_ids, good.loss_mask[:-1], good.sampler_logprobs, 1.0)
-    with pytest.raises(ValueError, match="must be equal"):
-        assemble_batch([short_mask], micro_batch_size=1)
-    first_trained = Rollout("a", (1, 2), (1, 1), (-0.1, -0.1), 1.0)
+    first_trained = trajectory("a", [1, 2], [1, 1], 1.0)
     with pytest.raises(ValueError, match="first token"):
         assemble_batch([first_trained], micro_batch_size=1)
     with pytest.raises(ValueError, match="pack length"):
