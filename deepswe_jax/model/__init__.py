@@ -1,0 +1,27 @@
+"""Qwen3 policy: config, Flax NNX model with KV cache, HF safetensors import/export."""
+
+from deepswe_jax.model.config import Qwen3Config
+from deepswe_jax.model.hf_io import (
+    hf_shapes,
+    hf_tensor_stream,
+    load_hf_checkpoint,
+    save_hf_checkpoint,
+)
+from deepswe_jax.model.qwen3 import (
+    REMAT_POLICIES,
+    KVCache,
+    Qwen3ForCausalLM,
+    remat_policy,
+)
+
+__all__ = [
+    "REMAT_POLICIES",
+    "KVCache",
+    "Qwen3Config",
+    "Qwen3ForCausalLM",
+    "hf_shapes",
+    "hf_tensor_stream",
+    "load_hf_checkpoint",
+    "remat_policy",
+    "save_hf_checkpoint",
+]

@@ -1,0 +1,373 @@
+"""Qwen3 dense decoder in Flax NNX: scanned layers, named remat policies, functional KV cache.
+
+Shapes: b = batch, s = sequence, t = new tokens in a decode step, e = hidden_size,
+h = num_attention_heads, k = num_key_value_heads, d = head_dim, m = intermediate_size,
+v = vocab_size, L = num_hidden_layers, c = cache length.
+
+Training / scoring (full sequences, optionally packed)::
+
+    model = Qwen3ForCausalLM(config, rngs=nnx.Rngs(0), dtype=jnp.bfloat16, remat="full")
+    logits = model(input_ids, positions, segment_ids)          # [b, s, v] float32
+    hidden = model.hidden_states(input_ids, positions, segment_ids)  # [b, s, e] after final norm
+    w = model.unembed_matrix()                                  # [e, v] (embedding.T when tied)
+
+``positions`` [b, s] are RoPE positions (default ``arange(s)`` per row); for packed rows they
+restart at 0 in each segment. ``segment_ids`` [b, s] int: a token attends only to earlier tokens
+with the same segment id (causal within the segment); padding can use its own id (e.g. 0).
+
+Incremental decoding (the sampler's API) — everything is functional so both steps jit with
+fixed shapes, and the cache can be donated::
+
+    cache = model.init_cache(batch_size=B, max_length=C)        # KVCache, lengths all 0
+    # prefill: right-padded prompts [B, T] with true lengths prompt_lengths [B]
+    logits, cache = model.decode(prompt_ids, cache, num_tokens=prompt_lengths)
+    next_logits = logits[jnp.arange(B), prompt_lengths - 1]     # [B, v]
+    # one token per row per step
+    logits, cache = model.decode(next_ids[:, None], cache)      # logits [B, 1, v]
+
+``KVCache`` holds ``keys``/``values`` [L, B, C, k, d] and ``lengths`` [B] (filled slots per
+row). ``decode(input_ids [B, t], cache, positions=None, num_tokens=None)`` writes the t new keys
+and values of row b into slots ``lengths[b] .. lengths[b] + t - 1``, lets each new token attend
+to every slot up to and including its own, and advances ``lengths[b]`` by ``num_tokens[b]``
+(default t). Tokens past ``num_tokens[b]`` (padding) are written but not counted, so the next
+call overwrites them; their logits are meaningless. Rows are independent, so rows of different
+lengths decode together (continuous batching): to start a new request in row b, set its length
+to 0 with ``cache.reset_rows(row_mask)`` and prefill it (other rows may pass ``num_tokens=0``
+for that call, which leaves them unchanged). ``positions`` default to the slot indices
+(``lengths[b] + i``). The caller keeps ``lengths + t <= C``; writes past the end are dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jax.ad_checkpoint import checkpoint_name
+
+from deepswe_jax.model.config import Qwen3Config
+from deepswe_jax.parallel.sharding import constrain
+
+RematPolicy = Literal["none", "full", "save_dots", "offload"]
+REMAT_POLICIES: tuple[str, ...] = ("none", "full", "save_dots", "offload")
+
+# Matmul outputs tagged with checkpoint_name; 'save_dots' keeps them, 'offload' moves them to host.
+PROJECTION_NAMES = (
+    "query_proj",
+    "key_proj",
+    "value_proj",
+    "attention_out",
+    "mlp_gate",
+    "mlp_up",
+    "mlp_down",
+)
+
+# Stacked per-layer parameters: name -> logical axes after the leading 'layers' axis.
+LAYER_PARAM_AXES: dict[str, tuple[str, ...]] = {
+    "input_layernorm": ("norm",),
+    "q_proj": ("embed", "heads", "head_dim"),
+    "k_proj": ("embed", "kv_heads", "head_dim"),
+    "v_proj": ("embed", "kv_heads", "head_dim"),
+    "q_norm": ("head_dim",),
+    "k_norm": ("head_dim",),
+    "o_proj": ("heads", "head_dim", "embed"),
+    "post_attention_layernorm": ("norm",),
+    "gate_proj": ("embed", "mlp"),
+    "up_proj": ("embed", "mlp"),
+    "down_proj": ("mlp", "embed"),
+}
+NORM_PARAMS = ("input_layernorm", "q_norm", "k_norm", "post_attention_layernorm")
+
+
+def remat_policy(name: str):
+    """The jax.checkpoint policy for a remat name, or None for 'none' (no rematerialization)."""
+    if name == "none":
+        return None
+    if name == "full":
+        return jax.checkpoint_policies.nothing_saveable
+    if name == "save_dots":
+        return jax.checkpoint_policies.save_only_these_names(*PROJECTION_NAMES)
+    if name == "offload":
+        return jax.checkpoint_policies.save_and_offload_only_these_names(
+            names_which_can_be_saved=[],
+            names_which_can_be_offloaded=list(PROJECTION_NAMES),
+            offload_src="device",
+            offload_dst="pinned_host",
+        )
+    raise ValueError(f"unknown remat policy {name!r}; choose one of {REMAT_POLICIES}")
+
+
+def rms_norm(x: jax.Array, weight: jax.Array, eps: float, dtype: jnp.dtype) -> jax.Array:
+    """RMSNorm over the last axis, statistics in float32 (as HF Qwen3RMSNorm)."""
+    x32 = x.astype(jnp.float32)
+    normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)
+    return normed.astype(dtype) * weight.astype(dtype)
+
+
+def apply_rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
+    """Rotary embedding, HF split-half layout. x [b, s, n, d], positions [b, s] -> [b, s, n, d]."""
+    d = x.shape[-1]
+    inv_freq = 1.0 / (theta ** (jnp.arange(0, d, 2, dtype=jnp.float32) / d))  # [d/2]
+    angles = positions.astype(jnp.float32)[..., None] * inv_freq  # [b, s, d/2]
+    angles = jnp.concatenate([angles, angles], axis=-1)[:, :, None, :]  # [b, s, 1, d]
+    cos, sin = jnp.cos(angles).astype(x.dtype), jnp.sin(angles).astype(x.dtype)
+    x1, x2 = jnp.split(x, 2, axis=-1)
+    rotated = jnp.concatenate([-x2, x1], axis=-1)
+    return x * cos + rotated * sin
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class KVCache:
+    """Per-layer keys/values for incremental decoding (a pytree: pass it through jit).
+
+    keys, values: [layers, batch, cache_length, kv_heads, head_dim]; lengths: [batch] int32,
+    the number of filled slots in each row.
+    """
+
+    keys: jax.Array
+    values: jax.Array
+    lengths: jax.Array
+
+    @property
+    def max_length(self) -> int:
+        return self.keys.shape[2]
+
+    def reset_rows(self, rows: jax.Array) -> KVCache:
+        """Empty the rows where ``rows`` [batch] bool is True (their old slots become invisible)."""
+        return dataclasses.replace(self, lengths=jnp.where(rows, 0, self.lengths))
+
+
+CACHE_LOGICAL_AXES = ("layers", "batch", "cache_seq", "act_kv_heads", "head_dim")
+
+
+class Qwen3DecoderLayers(nnx.Module):
+    """All decoder layers; every parameter is stacked along a leading [layers] axis.
+
+    The forward pass is one ``jax.lax.scan`` over the stack, so compile time does not grow with
+    depth. Parameter layouts (after the layers axis) are einsum-friendly, e.g. q_proj [e, h, d],
+    o_proj [h, d, e], gate_proj [e, m], down_proj [m, e].
+    """
+
+    def __init__(self, config: Qwen3Config, *, rngs: nnx.Rngs, param_dtype: jnp.dtype):
+        c = config
+        sizes = {
+            "norm": c.hidden_size,
+            "embed": c.hidden_size,
+            "heads": c.num_attention_heads,
+            "kv_heads": c.num_key_value_heads,
+            "head_dim": c.head_dim,
+            "mlp": c.intermediate_size,
+        }
+        init = nnx.initializers.normal(c.initializer_range)
+        for name, axes in LAYER_PARAM_AXES.items():
+            shape = (c.num_hidden_layers, *(sizes[a] for a in axes))
+            if name in NORM_PARAMS:
+                value = jnp.ones(shape, param_dtype)
+            else:
+                value = init(rngs.params(), shape, param_dtype)
+            setattr(self, name, nnx.Param(value, logical_axes=("layers", *axes)))
+
+    def stacked_params(self) -> dict[str, jax.Array]:
+        """{name: [L, ...] array} for every per-layer parameter."""
+        return {name: getattr(self, name)[...] for name in LAYER_PARAM_AXES}
+
+
+def _project_qkv(
+    p: dict[str, jax.Array], x: jax.Array, positions: jax.Array, config: Qwen3Config, dtype
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Pre-norm, q/k/v projections, per-head q/k RMSNorm, RoPE. x [b, s, e] -> q, k, v."""
+    h = rms_norm(x, p["input_layernorm"], config.rms_norm_eps, dtype)
+    q = jnp.einsum("bse,ehd->bshd", h, p["q_proj"].astype(dtype))
+    k = jnp.einsum("bse,ekd->bskd", h, p["k_proj"].astype(dtype))
+    v = jnp.einsum("bse,ekd->bskd", h, p["v_proj"].astype(dtype))
+    q = checkpoint_name(q, "query_proj")
+    k = checkpoint_name(k, "key_proj")
+    v = checkpoint_name(v, "value_proj")
+    q = rms_norm(q, p["q_norm"], config.rms_norm_eps, dtype)
+    k = rms_norm(k, p["k_norm"], config.rms_norm_eps, dtype)
+    q = apply_rope(q, positions, config.rope_theta)
+    k = apply_rope(k, positions, config.rope_theta)
+    q = constrain(q, ("batch", "seq", "act_heads", None))
+    k = constrain(k, ("batch", "seq", "act_kv_heads", None))
+    v = constrain(v, ("batch", "seq", "act_kv_heads", None))
+    return q, k, v
+
+
+def _finish_layer(
+    p: dict[str, jax.Array], x: jax.Array, attended: jax.Array, config: Qwen3Config, dtype
+) -> jax.Array:
+    """Output projection + residual, then the SwiGLU MLP block + residual. -> [b, s, e]."""
+    attn_out = jnp.einsum("bshd,hde->bse", attended, p["o_proj"].astype(dtype))
+    attn_out = checkpoint_name(attn_out, "attention_out")
+    x = constrain(x + attn_out, ("batch", "seq", "act_embed"))
+    h = rms_norm(x, p["post_attention_layernorm"], config.rms_norm_eps, dtype)
+    gate = jnp.einsum("bse,em->bsm", h, p["gate_proj"].astype(dtype))
+    up = jnp.einsum("bse,em->bsm", h, p["up_proj"].astype(dtype))
+    gate = checkpoint_name(gate, "mlp_gate")
+    up = checkpoint_name(up, "mlp_up")
+    hidden = constrain(jax.nn.silu(gate) * up, ("batch", "seq", "act_mlp"))
+    down = jnp.einsum("bsm,me->bse", hidden, p["down_proj"].astype(dtype))
+    down = checkpoint_name(down, "mlp_down")
+    return constrain(x + down, ("batch", "seq", "act_embed"))
+
+
+class Qwen3ForCausalLM(nnx.Module):
+    """Qwen3 causal LM. Parameters are stored in ``param_dtype``, computed in ``dtype``.
+
+    Args:
+      config: architecture.
+      rngs: initializers' randomness (weights ~ N(0, initializer_range), norms = 1).
+      param_dtype: storage dtype of parameters.
+      dtype: compute dtype of activations (logits are returned in float32).
+      remat: 'none' | 'full' | 'save_dots' | 'offload' (see ``remat_policy``).
+      attention_impl: passed to ``jax.nn.dot_product_attention`` (None = let JAX choose,
+        'cudnn' to force the cuDNN flash kernel on GPU, 'xla').
+    """
+
+    def __init__(
+        self,
+        config: Qwen3Config,
+        *,
+        rngs: nnx.Rngs,
+        param_dtype: jnp.dtype = jnp.float32,
+        dtype: jnp.dtype = jnp.float32,
+        remat: RematPolicy = "none",
+        attention_impl: Literal["xla", "cudnn"] | None = None,
+    ):
+        remat_policy(remat)  # validate the name early
+        self.config = config
+        self.param_dtype = param_dtype
+        self.dtype = dtype
+        self.remat = remat
+        self.attention_impl = attention_impl
+        init = nnx.initializers.normal(config.initializer_range)
+        v, e = config.vocab_size, config.hidden_size
+        self.embed_tokens = nnx.Param(
+            init(rngs.params(), (v, e), param_dtype), logical_axes=("vocab", "embed")
+        )
+        self.layers = Qwen3DecoderLayers(config, rngs=rngs, param_dtype=param_dtype)
+        self.norm = nnx.Param(jnp.ones((e,), param_dtype), logical_axes=("norm",))
+        if config.tie_word_embeddings:
+            self.lm_head = None
+        else:
+            self.lm_head = nnx.Param(
+                init(rngs.params(), (e, v), param_dtype), logical_axes=("embed", "vocab")
+            )
+
+    def unembed_matrix(self) -> jax.Array:
+        """[hidden, vocab] output projection in param dtype (embedding.T when tied)."""
+        if self.lm_head is None:
+            return self.embed_tokens[...].T
+        return self.lm_head[...]
+
+    def _embed(self, input_ids: jax.Array) -> jax.Array:
+        x = jnp.take(self.embed_tokens[...], input_ids, axis=0).astype(self.dtype)
+        return constrain(x, ("batch", "seq", "act_embed"))
+
+    def _logits(self, hidden: jax.Array) -> jax.Array:
+        w = self.unembed_matrix().astype(self.dtype)
+        logits = jnp.einsum("bse,ev->bsv", hidden, w, preferred_element_type=jnp.float32)
+        return constrain(logits, ("batch", "seq", "act_vocab"))
+
+    def _attend(self, q, k, v, mask, is_causal: bool) -> jax.Array:
+        return jax.nn.dot_product_attention(
+            q, k, v, mask=mask, is_causal=is_causal, implementation=self.attention_impl
+        )
+
+    def hidden_states(
+        self,
+        input_ids: jax.Array,
+        positions: jax.Array | None = None,
+        segment_ids: jax.Array | None = None,
+    ) -> jax.Array:
+        """input_ids [b, s] (positions, segment_ids [b, s]) -> [b, s, e] after the final norm."""
+        batch, seq = input_ids.shape
+        if positions is None:
+            positions = jnp.broadcast_to(jnp.arange(seq, dtype=jnp.int32), (batch, seq))
+        mask = None
+        if segment_ids is not None:
+            mask = segment_ids[:, None, :, None] == segment_ids[:, None, None, :]  # [b,1,s,s]
+        config, dtype = self.config, self.dtype
+
+        def layer(x: jax.Array, p: dict[str, jax.Array]) -> tuple[jax.Array, None]:
+            q, k, v = _project_qkv(p, x, positions, config, dtype)
+            attended = self._attend(q, k, v, mask, is_causal=True)
+            return _finish_layer(p, x, attended, config, dtype), None
+
+        policy = remat_policy(self.remat)
+        if self.remat != "none":
+            layer = jax.checkpoint(layer, policy=policy, prevent_cse=False)
+        x, _ = jax.lax.scan(layer, self._embed(input_ids), self.layers.stacked_params())
+        return rms_norm(x, self.norm[...], config.rms_norm_eps, dtype)
+
+    def __call__(
+        self,
+        input_ids: jax.Array,
+        positions: jax.Array | None = None,
+        segment_ids: jax.Array | None = None,
+    ) -> jax.Array:
+        """input_ids [b, s] -> logits [b, s, v] float32. See ``hidden_states`` for the arguments."""
+        return self._logits(self.hidden_states(input_ids, positions, segment_ids))
+
+    def init_cache(
+        self, batch_size: int, max_length: int, dtype: jnp.dtype | None = None
+    ) -> KVCache:
+        """An empty cache: keys/values [L, batch_size, max_length, k, d] in ``dtype`` (default the
+        compute dtype), lengths [batch_size] zeros."""
+        c = self.config
+        shape = (c.num_hidden_layers, batch_size, max_length, c.num_key_value_heads, c.head_dim)
+        zeros = jnp.zeros(shape, dtype or self.dtype)
+        return KVCache(keys=zeros, values=zeros, lengths=jnp.zeros((batch_size,), jnp.int32))
+
+    def decode(
+        self,
+        input_ids: jax.Array,
+        cache: KVCache,
+        positions: jax.Array | None = None,
+        num_tokens: jax.Array | None = None,
+    ) -> tuple[jax.Array, KVCache]:
+        """Run t new tokens per row against the cache (see the module docstring).
+
+        Args:
+          input_ids: [b, t] new tokens (right-padded when rows have fewer than t).
+          cache: the KVCache from ``init_cache`` or a previous ``decode``.
+          positions: [b, t] RoPE positions; default ``cache.lengths[:, None] + arange(t)``.
+          num_tokens: [b] int, how many of the t tokens are real in each row (default t).
+
+        Returns:
+          logits [b, t, v] float32 and the updated cache.
+        """
+        batch, t = input_ids.shape
+        slots = cache.lengths[:, None] + jnp.arange(t, dtype=jnp.int32)  # [b, t]
+        if positions is None:
+            positions = slots
+        if num_tokens is None:
+            num_tokens = jnp.full((batch,), t, jnp.int32)
+        key_slots = jnp.arange(cache.max_length, dtype=jnp.int32)
+        mask = (key_slots[None, None, :] <= slots[:, :, None])[:, None]  # [b, 1, t, c]
+        rows = jnp.arange(batch)[:, None]
+        config, dtype = self.config, self.dtype
+
+        def layer(x, layer_inputs):
+            p, cached_k, cached_v = layer_inputs
+            q, k, v = _project_qkv(p, x, positions, config, dtype)
+            cached_k = cached_k.at[rows, slots].set(k.astype(cached_k.dtype), mode="drop")
+            cached_v = cached_v.at[rows, slots].set(v.astype(cached_v.dtype), mode="drop")
+            attended = self._attend(
+                q, cached_k.astype(dtype), cached_v.astype(dtype), mask, is_causal=False
+            )
+            return _finish_layer(p, x, attended, config, dtype), (cached_k, cached_v)
+
+        x, (keys, values) = jax.lax.scan(
+            layer, self._embed(input_ids), (self.layers.stacked_params(), cache.keys, cache.values)
+        )
+        hidden = rms_norm(x, self.norm[...], config.rms_norm_eps, dtype)
+        new_cache = KVCache(
+            keys=constrain(keys, CACHE_LOGICAL_AXES),
+            values=constrain(values, CACHE_LOGICAL_AXES),
+            lengths=cache.lengths + num_tokens.astype(jnp.int32),
+        )
+        return self._logits(hidden), new_cache
