@@ -235,7 +235,7 @@ reference is left in the result:
 >>> cfg.get("paths", "cache")
 '${root}/data/cache'
 >>> cfg.get("worker", "spool")
-'${root}/data/cache/spool'
+'${data}/cache/spool'
 ```
 
 Expected `'/srv/app/data/cache'` and `'/srv/app/data/cache/spool'`: references should be
