@@ -1,0 +1,58 @@
+"""Check every task: the gold patch resolves it and the empty patch does not.
+
+Builds missing images first, grades on a small thread pool, prints a table and
+exits with status 1 if any task fails either check.
+
+    python launch/validate_tasks.py --tasks=tasks/tasks.jsonl
+"""
+
+import sys
+import time
+import uuid
+
+import docker
+from absl import app, flags
+
+from deepswe_jax.env.grading import check_tasks, format_checks
+from deepswe_jax.env.images import ensure_task_images
+from deepswe_jax.env.tasks import load_tasks
+
+_TASKS = flags.DEFINE_string(
+    "tasks", "tasks/tasks.jsonl", "Task file (jsonl, json, parquet or a saved HF dataset)."
+)
+_WORKERS = flags.DEFINE_integer("workers", 2, "Tasks graded at once.")
+_TIMEOUT = flags.DEFINE_float("timeout", 300.0, "Seconds allowed for one test run.")
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    started = time.monotonic()
+    tasks = load_tasks(_TASKS.value)
+    client = docker.from_env()
+    ensure_task_images(tasks, client)
+    run_label = f"validate-{uuid.uuid4().hex[:8]}"
+    try:
+        checks = check_tasks(
+            tasks,
+            client=client,
+            workers=_WORKERS.value,
+            timeout=_TIMEOUT.value,
+            run_label=run_label,
+        )
+    finally:
+        for container in client.containers.list(
+            all=True, filters={"label": f"deepswe.run={run_label}"}
+        ):
+            container.remove(force=True)
+    print(format_checks(checks))
+    failed = [check.instance_id for check in checks if not check.ok]
+    print(
+        f"{len(checks) - len(failed)}/{len(checks)} tasks ok in {time.monotonic() - started:.0f} s"
+    )
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    app.run(main)
