@@ -1,0 +1,64 @@
+"""Convert an Orbax checkpoint (import_hf output or a training run's checkpoint dir) to HF.
+
+  python -m launch.export_hf --ckpt=runs/deepswe/checkpoints --out=/ckpt/deepswe_step200 \
+      [--max_shard_bytes=5000000000] [--dtype=bfloat16] [--config=configs/deepswe_qwen3_32b.py]
+
+A training checkpoint directory exports its latest finished step. The output loads with
+`transformers.AutoModelForCausalLM.from_pretrained` and vLLM.
+"""
+
+import jax
+import jax.numpy as jnp
+from absl import app, flags
+from flax import nnx
+from ml_collections import config_flags
+
+from deepswe_jax.checkpoint import params_directory, read_model_config, restore_params
+from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, save_hf_checkpoint
+from deepswe_jax.parallel import DEFAULT_RULES, make_mesh, state_shardings
+
+_CKPT = flags.DEFINE_string("ckpt", None, "Orbax parameters directory or training checkpoint dir.")
+_OUT = flags.DEFINE_string("out", None, "Output HF directory.")
+_MAX_SHARD_BYTES = flags.DEFINE_integer(
+    "max_shard_bytes",
+    5 * 1024**3,
+    "Largest safetensors file; more weights are split with an index.",
+)
+_DTYPE = flags.DEFINE_string(
+    "dtype", None, "Output dtype (default: the dtype of the HF weights the run started from)."
+)
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", None, "Optional experiment config: its mesh and sharding_rules are used."
+)
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    config = _CONFIG.value
+    if config is None:
+        mesh, rules = make_mesh(), DEFAULT_RULES
+    else:
+        mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
+        rules = tuple(tuple(rule) for rule in config.sharding_rules)
+    directory = params_directory(_CKPT.value)
+    saved_config = read_model_config(directory)
+    model_config = Qwen3Config.from_hf_dict(saved_config, source=directory)
+    abstract = nnx.eval_shape(lambda: Qwen3ForCausalLM(model_config, rngs=nnx.Rngs(0)))
+    graphdef, abstract_params = nnx.split(abstract, nnx.Param)
+    target = jax.tree.map(
+        lambda variable, sharding: variable.replace(
+            jax.ShapeDtypeStruct(variable.shape, variable.dtype, sharding=sharding)
+        ),
+        abstract_params,
+        state_shardings(abstract_params, mesh, rules),
+        is_leaf=lambda x: isinstance(x, nnx.Variable),
+    )
+    model = nnx.merge(graphdef, restore_params(directory, target))
+    dtype = jnp.dtype(_DTYPE.value or saved_config.get("dtype") or "float32")
+    save_hf_checkpoint(model, _OUT.value, max_shard_bytes=_MAX_SHARD_BYTES.value, dtype=dtype)
+    print(f"wrote {_OUT.value} from {directory} ({dtype.name})")
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["ckpt", "out"])
+    app.run(main)
