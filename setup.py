@@ -25,6 +25,7 @@ setup(
     ],
     extras_require={
         "dev": [
+            "datasets>=3.0",
             "pytest>=8.0",
             "pytest-timeout>=2.3",
             "ruff>=0.15",
