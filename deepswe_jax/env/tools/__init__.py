@@ -1,0 +1,83 @@
+"""The agent's tools as they run inside a container, and how the host installs and calls them.
+
+The scripts in this folder (file_editor, execute_bash, search, finish) are pure-stdlib
+Python programs with R2E-Gym's command-line interface; `tool_server.py` is the
+container's PID 1 that runs them (see `deepswe_jax.env.docker_runtime`). They are
+installed as `/usr/local/bin/<name>`, so the agent can also call them from bash.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections.abc import Mapping
+from pathlib import Path
+
+SOURCE_DIR = Path(__file__).resolve().parent
+INSTALL_DIR = "/usr/local/bin"
+SERVER_PATH = "/opt/deepswe/tool_server.py"
+
+# Function name the model calls -> script in this folder.
+TOOL_SCRIPTS = {
+    "file_editor": "file_editor.py",
+    "execute_bash": "execute_bash.py",
+    "search": "search.py",
+    "finish": "finish.py",
+    "submit": "finish.py",
+}
+FINISH_TOOLS = frozenset({"finish", "submit"})
+# Parameters passed as the first positional argument instead of `--name=value`.
+POSITIONAL_PARAMETERS = {"file_editor": "command", "finish": "command", "submit": "command"}
+# Parameter spellings other R2E-Gym prompts use -> the flag the script takes.
+PARAMETER_ALIASES = {"execute_bash": {"command": "cmd"}}
+
+
+def parameter_text(value: object) -> str:
+    """A parameter value as the command-line string the tools parse ([a, b] lists, True/False)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return str(value)
+
+
+def tool_argv(name: str, params: Mapping[str, object]) -> list[str]:
+    """Arguments (after the program name) for calling tool `name` with `params`.
+
+    Values travel verbatim as `--key=value` (the `=` form keeps values that start with
+    `-` from being read as flags); nothing goes through a shell.
+
+    Raises:
+      KeyError: `name` is not one of TOOL_SCRIPTS.
+    """
+    if name not in TOOL_SCRIPTS:
+        raise KeyError(f"unknown tool {name!r}; the tools are {', '.join(TOOL_SCRIPTS)}")
+    aliases = PARAMETER_ALIASES.get(name, {})
+    positional = POSITIONAL_PARAMETERS.get(name)
+    argv: list[str] = []
+    for key, value in params.items():
+        key = aliases.get(key, key)
+        if key == positional:
+            argv.insert(0, parameter_text(value))
+        else:
+            argv.append(f"--{key}={parameter_text(value)}")
+    return argv
+
+
+def install_archive() -> bytes:
+    """A tar archive, to extract at `/`, holding the tools (mode 755) and the tool server."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        directory = tarfile.TarInfo("opt/deepswe")
+        directory.type = tarfile.DIRTYPE
+        directory.mode = 0o755
+        tar.addfile(directory)
+        files = {f"{INSTALL_DIR}/{name}": script for name, script in TOOL_SCRIPTS.items()}
+        files[SERVER_PATH] = "tool_server.py"
+        for target, script in files.items():
+            data = (SOURCE_DIR / script).read_bytes()
+            info = tarfile.TarInfo(target.lstrip("/"))
+            info.size = len(data)
+            info.mode = 0o755
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
