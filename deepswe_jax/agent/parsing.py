@@ -122,6 +122,22 @@ def strip_format_newlines(value: str) -> str:
     return value
 
 
+def render_function_call(name: str, parameters: dict[str, str]) -> str:
+    """The call in the model's format; `parse_function_call` reads it back exactly.
+
+    Values holding a newline are written on their own lines (the format newlines
+    added around them are the ones the parser drops); others stay inline.
+    """
+    lines = [f"<function={name}>"]
+    for key, value in parameters.items():
+        if "\n" in value:
+            lines.append(f"<parameter={key}>\n{value}\n</parameter>")
+        else:
+            lines.append(f"<parameter={key}>{value}</parameter>")
+    lines.append(FUNCTION_CLOSE)
+    return "\n".join(lines)
+
+
 def parse_function_call(reply: str) -> ParseResult:
     """Parses the first complete `<function=...>...</function>` block of `reply` (see module doc)."""
     search_from = 0

@@ -45,8 +45,10 @@ class Trajectory:
     mask is 0. `reward` is 1.0 only for a finished episode whose patch resolved
     the task. `infra_error` marks container or grader failures. `timings` holds
     wall-clock seconds (acquire, generation, tool, patch, grading, total);
-    `steps` one dict per agent turn (text, action, observation, timings);
-    `grade` is `GradeResult` as a dict, or None when the patch was not graded.
+    `steps` one dict per agent turn (text, action, observation, timings), plus
+    a final {"env_error": message} entry when the container or grader failed;
+    `num_steps` counts the turns. `grade` is `GradeResult` as a dict, or None
+    when the patch was not graded.
     """
 
     task_id: str

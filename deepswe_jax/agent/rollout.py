@@ -1,0 +1,349 @@
+"""The multi-turn episode loop: sample, parse the call, step the container, repeat; then grade.
+
+One episode (`run_episode`):
+
+    prompt = system prompt + issue, as token ids (`ChatTokenizer.prompt_ids`)
+    acquire an Env from the pool (released on every exit path, cancellation included)
+    until a stop:
+        generate one turn, max_new_tokens = what is left of the cumulative token budget
+        parse the first <function=...> call; run it in the Env (or show the parse error)
+        append the observation + "Steps Remaining: N" (+ "submit now" near the budget)
+    patch = git diff in the Env; grade it in a fresh container (`EnvPool.grade`)
+
+Stops: finished (the agent called finish), max_steps, max_context (the token
+budget: agent.max_context tokens after the prompt, assistant and observation
+tokens together), timeout (agent.trajectory_timeout seconds for the whole
+interaction) and env_error (the container failed: no grading, infra_error).
+The reward is the grade's reward for finished episodes and 0.0 otherwise;
+the grade of every graded episode is kept in `Trajectory.grade`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import ml_collections
+import tqdm
+
+from deepswe_jax.agent.chat import ChatTokenizer, ConversationTokens, Message
+from deepswe_jax.agent.parsing import parse_function_call
+from deepswe_jax.agent.prompts import instance_prompt, render_observation, system_prompt
+from deepswe_jax.agent.trajectory import StopReason, Trajectory, write_trajectories
+from deepswe_jax.env.tasks import Task
+from deepswe_jax.sampling.base import GenerateRequest, Sampler, SamplingParams
+
+if TYPE_CHECKING:
+    from deepswe_jax.env.pool import Env, EnvPool
+
+logger = logging.getLogger(__name__)
+
+# rLLM tells the agent to submit at 28K of a 32K budget: the same fraction by default.
+SUBMIT_NOTICE_FRACTION = 7 / 8
+
+
+@dataclass(frozen=True)
+class EpisodeSettings:
+    """Limits and sampling parameters of one episode (from config.agent and config.sampler).
+
+    `submit_notice_tokens`: once this many tokens follow the prompt, each
+    observation asks the agent to submit now.
+    """
+
+    max_steps: int
+    max_prompt_tokens: int
+    max_context: int
+    submit_notice_tokens: int
+    trajectory_timeout: float
+    reward_timeout: float
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+
+    @classmethod
+    def from_config(cls, config: ml_collections.ConfigDict) -> EpisodeSettings:
+        """Reads `config.agent` and `config.sampler`; `config.agent.submit_notice_tokens` is
+        optional (default: 7/8 of `max_context`)."""
+        agent = config.agent
+        return cls(
+            max_steps=int(agent.max_steps),
+            max_prompt_tokens=int(agent.max_prompt_tokens),
+            max_context=int(agent.max_context),
+            submit_notice_tokens=int(
+                agent.get("submit_notice_tokens", agent.max_context * SUBMIT_NOTICE_FRACTION)
+            ),
+            trajectory_timeout=float(agent.trajectory_timeout),
+            reward_timeout=float(agent.reward_timeout),
+            temperature=float(config.sampler.temperature),
+            top_p=float(config.sampler.top_p),
+            top_k=int(config.sampler.top_k),
+        )
+
+
+def initial_messages(task: Task) -> list[Message]:
+    """The system prompt and the instance prompt of `task`."""
+    return [
+        Message("system", system_prompt()),
+        Message("user", instance_prompt(task.problem_statement)),
+    ]
+
+
+@dataclass
+class _EpisodeState:
+    """What an episode has produced so far; survives a timeout cancelling the loop."""
+
+    tokens: ConversationTokens
+    stop_reason: StopReason | None = None
+    steps: list[dict] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    env_error: str | None = None
+
+    def add_time(self, name: str, seconds: float) -> None:
+        self.timings[name] = self.timings.get(name, 0.0) + seconds
+
+
+async def run_episode(
+    task: Task,
+    env_pool: EnvPool,
+    sampler: Sampler,
+    tokenizer: ChatTokenizer,
+    cfg: ml_collections.ConfigDict,
+    rollout_index: int,
+    policy_version: int,
+) -> Trajectory:
+    """Runs one episode of `task` (see the module docstring) and returns its trajectory.
+
+    `cfg` is the root config (agent.* and sampler.* are read). Container and
+    grader failures end the episode as env_error / infra_error instead of
+    raising; sampler errors and cancellation propagate (the Env is released).
+    """
+    settings = EpisodeSettings.from_config(cfg)
+    started = time.perf_counter()
+    state = _EpisodeState(ConversationTokens(tokenizer.prompt_ids(initial_messages(task))))
+    patch = ""
+    grade = None
+    if len(state.tokens.prompt_ids) > settings.max_prompt_tokens:
+        logger.warning(
+            "%s: prompt has %d tokens, over agent.max_prompt_tokens=%d; stopping as max_context",
+            task.instance_id,
+            len(state.tokens.prompt_ids),
+            settings.max_prompt_tokens,
+        )
+        state.stop_reason = StopReason.max_context
+    else:
+        async with contextlib.AsyncExitStack() as env_scope:
+            env = await _timed(
+                state, "acquire_s", env_scope.enter_async_context(env_pool.acquire(task))
+            )
+            if env is not None:
+                try:
+                    await asyncio.wait_for(
+                        _interact(env, sampler, tokenizer, settings, state),
+                        settings.trajectory_timeout,
+                    )
+                except asyncio.TimeoutError:
+                    state.stop_reason = StopReason.timeout
+                if state.env_error is None:
+                    patch = await _timed(state, "patch_s", env.patch()) or ""
+            if state.env_error is not None:
+                state.stop_reason = StopReason.env_error
+        if state.env_error is None:
+            grade = await _timed(
+                state, "grading_s", env_pool.grade(task, patch, timeout=settings.reward_timeout)
+            )
+    infra_error = state.env_error is not None or (grade is not None and grade.infra_error)
+    reward = grade.reward if grade is not None and state.stop_reason is StopReason.finished else 0.0
+    state.timings["total_s"] = time.perf_counter() - started
+    steps = state.steps + ([{"env_error": state.env_error}] if state.env_error else [])
+    tokens = state.tokens
+    return Trajectory(
+        task_id=task.instance_id,
+        rollout_index=rollout_index,
+        policy_version=policy_version,
+        prompt_ids=tokens.prompt_ids,
+        token_ids=tuple(tokens.token_ids),
+        loss_mask=tuple(tokens.loss_mask),
+        sampler_logprobs=tuple(tokens.logprobs),
+        reward=float(reward),
+        stop_reason=state.stop_reason,
+        infra_error=infra_error,
+        num_steps=len(state.steps),
+        patch=patch,
+        timings=state.timings,
+        steps=tuple(steps),
+        grade=dataclasses.asdict(grade) if grade is not None else None,
+    )
+
+
+async def _timed(state: _EpisodeState, name: str, awaitable: Awaitable[Any]) -> Any:
+    """Awaits a container or grader operation, adding its time to `state.timings[name]`.
+
+    A failure (any exception but cancellation) is an infrastructure error: it is
+    logged, recorded in `state.env_error` and None is returned.
+    """
+    started = time.perf_counter()
+    try:
+        return await awaitable
+    except Exception as error:
+        operation = name.removesuffix("_s")
+        logger.warning("environment failure during %s: %r", operation, error)
+        state.env_error = f"{operation}: {error!r}"
+        return None
+    finally:
+        state.add_time(name, time.perf_counter() - started)
+
+
+async def _interact(
+    env: Env,
+    sampler: Sampler,
+    tokenizer: ChatTokenizer,
+    settings: EpisodeSettings,
+    state: _EpisodeState,
+) -> None:
+    """The agent loop; sets `state.stop_reason` when it ends."""
+    tokens = state.tokens
+    for step_index in range(settings.max_steps):
+        budget_left = settings.max_context - tokens.num_response_tokens
+        if budget_left <= 0:
+            state.stop_reason = StopReason.max_context
+            return
+        params = SamplingParams(
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            top_k=settings.top_k,
+            max_new_tokens=budget_left,
+            stop_token_ids=tokenizer.stop_token_ids,
+        )
+        generation_started = time.perf_counter()
+        [completion] = await sampler.generate([GenerateRequest(tuple(tokens.token_ids), params)])
+        generation_s = time.perf_counter() - generation_started
+        state.add_time("generation_s", generation_s)
+        tokens.append_sampled(completion.token_ids, completion.logprobs)
+        reply_ids = completion.token_ids
+        if reply_ids and reply_ids[-1] in tokenizer.stop_token_ids:
+            reply_ids = reply_ids[:-1]
+        closed = bool(completion.token_ids) and completion.token_ids[-1] == tokenizer.im_end_id
+        step: dict[str, Any] = {
+            "step": step_index,
+            "assistant": tokenizer.decode(reply_ids),
+            "num_tokens": len(completion.token_ids),
+            "finish_reason": completion.finish_reason,
+            "generation_s": generation_s,
+        }
+        state.steps.append(step)
+        if completion.finish_reason == "length":
+            state.stop_reason = StopReason.max_context
+            return
+
+        parsed = parse_function_call(step["assistant"])
+        if parsed.call is None:
+            step["parse_error"] = parsed.error
+            observation = parsed.error
+        else:
+            step["action"] = {"name": parsed.call.name, "parameters": parsed.call.parameters}
+            tool_started = time.perf_counter()
+            result = await _timed(
+                state, "tool_s", env.step(parsed.call.name, parsed.call.parameters)
+            )
+            step["tool_s"] = time.perf_counter() - tool_started
+            if result is not None and result.env_error:
+                state.env_error = f"step {step_index}: {result.observation}"
+            if state.env_error is not None:
+                state.stop_reason = StopReason.env_error
+                return
+            step["exit_code"] = result.exit_code
+            if result.done:
+                state.stop_reason = StopReason.finished
+                return
+            observation = result.observation
+            if parsed.notice is not None:
+                observation = f"{parsed.notice}\n{observation}"
+        step["observation"] = observation
+
+        steps_remaining = settings.max_steps - (step_index + 1)
+        if steps_remaining == 0:
+            break
+        text = render_observation(
+            observation,
+            steps_remaining=steps_remaining,
+            submit_now=tokens.num_response_tokens >= settings.submit_notice_tokens,
+        )
+        observation_ids = tokenizer.observation_ids(text, assistant_turn_closed=closed)
+        if tokens.num_response_tokens + len(observation_ids) >= settings.max_context:
+            state.stop_reason = StopReason.max_context
+            return
+        tokens.append_observation(observation_ids)
+    state.stop_reason = StopReason.max_steps
+
+
+async def _gather_or_cancel(
+    coroutines: Sequence[Awaitable[Trajectory]], progress: tqdm.tqdm | None
+) -> list[Trajectory]:
+    """Runs `coroutines` concurrently, in order; if one raises, cancels the rest and re-raises."""
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    if progress is not None:
+        for task in tasks:
+            task.add_done_callback(lambda _: progress.update(1))
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+async def run_group(
+    task: Task,
+    n: int,
+    env_pool: EnvPool,
+    sampler: Sampler,
+    tokenizer: ChatTokenizer,
+    cfg: ml_collections.ConfigDict,
+    policy_version: int,
+) -> list[Trajectory]:
+    """`n` concurrent episodes of `task` (rollout_index 0..n-1)."""
+    return await _gather_or_cancel(
+        [run_episode(task, env_pool, sampler, tokenizer, cfg, i, policy_version) for i in range(n)],
+        progress=None,
+    )
+
+
+async def collect_rollouts(
+    tasks: Sequence[Task],
+    n: int,
+    env_pool: EnvPool,
+    sampler: Sampler,
+    tokenizer: ChatTokenizer,
+    cfg: ml_collections.ConfigDict,
+    policy_version: int,
+    *,
+    output_path: str | os.PathLike | None = None,
+    show_progress: bool = True,
+) -> list[Trajectory]:
+    """`n` episodes of every task, all at once (the pool bounds how many containers run).
+
+    Returns them task-major ([task 0 rollouts 0..n-1, task 1 ...]) and, when
+    `output_path` is given, writes them there as jsonl.
+    """
+    with tqdm.tqdm(
+        total=len(tasks) * n, desc=f"rollouts v{policy_version}", disable=not show_progress
+    ) as progress:
+        trajectories = await _gather_or_cancel(
+            [
+                run_episode(task, env_pool, sampler, tokenizer, cfg, i, policy_version)
+                for task in tasks
+                for i in range(n)
+            ],
+            progress=progress,
+        )
+    if output_path is not None:
+        write_trajectories(output_path, trajectories)
+    return trajectories

@@ -1,0 +1,385 @@
+"""The episode loop against an in-memory env pool: token exactness, stops, budgets, release."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import ml_collections
+import pytest
+import tokenizers
+from fake_env import FIXED_SOURCE, SOURCE_PATH, FakeEnvPool, make_task
+
+from deepswe_jax.agent.chat import ChatTokenizer
+from deepswe_jax.agent.parsing import render_function_call
+from deepswe_jax.agent.prompts import LAST_STEP_NOTICE, SUBMIT_NOW_NOTICE
+from deepswe_jax.agent.rollout import collect_rollouts, run_episode, run_group
+from deepswe_jax.agent.scripted_policy import reply_ids
+from deepswe_jax.agent.trajectory import StopReason, read_trajectories
+from deepswe_jax.sampling.scripted import ScriptedSampler
+
+TOKENIZER_DIR = Path(__file__).resolve().parents[1] / "assets" / "tokenizer"
+
+VIEW = render_function_call("file_editor", {"command": "view", "path": SOURCE_PATH})
+FIX = render_function_call(
+    "file_editor",
+    {
+        "command": "str_replace",
+        "path": SOURCE_PATH,
+        "old_str": "    return a - b",
+        "new_str": "    return a + b",
+    },
+)
+FINISH = render_function_call("finish", {"command": "submit"})
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> ChatTokenizer:
+    return ChatTokenizer.from_directory(TOKENIZER_DIR)
+
+
+def make_config(**agent) -> ml_collections.ConfigDict:
+    config = ml_collections.ConfigDict()
+    config.agent = ml_collections.ConfigDict(
+        dict(
+            max_steps=6,
+            max_prompt_tokens=4096,
+            max_context=8192,
+            step_timeout=30.0,
+            trajectory_timeout=60.0,
+            reward_timeout=60.0,
+        )
+    )
+    config.agent.update(agent)
+    config.sampler = ml_collections.ConfigDict(
+        dict(kind="jax", temperature=1.0, top_p=1.0, top_k=0)
+    )
+    return config
+
+
+def fix_script(tokenizer: ChatTokenizer) -> list[list[int]]:
+    replies = [
+        "<think>\nFirst read the file.\n</think>\n\n" + VIEW,
+        "<think>\nThe operator is wrong.\n</think>\n\n" + FIX,
+        "<think>\nDone.\n</think>\n\n" + FINISH,
+    ]
+    return [reply_ids(tokenizer, reply) for reply in replies]
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def test_tokens_are_exactly_the_sampled_ids(tokenizer: ChatTokenizer):
+    pool, script = FakeEnvPool(), fix_script(tokenizer)
+    sampler = ScriptedSampler(script)
+    trajectory = run(run_episode(make_task(), pool, sampler, tokenizer, make_config(), 2, 7))
+
+    assert trajectory.stop_reason is StopReason.finished
+    assert (trajectory.reward, trajectory.num_steps, trajectory.infra_error) == (1.0, 3, False)
+    assert (trajectory.rollout_index, trajectory.policy_version) == (2, 7)
+    assert FIXED_SOURCE in trajectory.patch and trajectory.grade["status"] == "resolved"
+    assert pool.acquired == pool.released == 1
+    tokens, mask = trajectory.token_ids, trajectory.loss_mask
+    expected_mask = [0] * len(tokens)
+    for request, turn in zip(sampler.requests, script, strict=True):
+        start = len(request.prompt_ids)
+        assert tokens[:start] == request.prompt_ids  # each prompt is a prefix of the next
+        assert list(tokens[start : start + len(turn)]) == turn
+        expected_mask[start : start + len(turn)] = [1] * len(turn)
+        assert list(trajectory.sampler_logprobs[start : start + len(turn)]) == [
+            -((t % 100) + 1) / 100 for t in turn
+        ]
+    assert list(mask) == expected_mask
+    assert sum(mask) == sum(len(turn) for turn in script)
+    assert all(lp == 0.0 for lp, m in zip(trajectory.sampler_logprobs, mask, strict=True) if m == 0)
+    assert tokens[-1] == tokenizer.im_end_id and mask[-1] == 1  # the sampled <|im_end|> is trained
+    assert trajectory.prompt_ids == sampler.requests[0].prompt_ids
+    assert [s["action"]["name"] for s in trajectory.steps] == [
+        "file_editor",
+        "file_editor",
+        "finish",
+    ]
+    assert set(trajectory.timings) >= {
+        "acquire_s",
+        "generation_s",
+        "tool_s",
+        "patch_s",
+        "grading_s",
+        "total_s",
+    }
+
+
+def test_retokenizing_the_text_would_change_the_tokens(tokenizer: ChatTokenizer):
+    # A sampler may emit a non-canonical split: here "print" one character per token.
+    odd_split = [tokenizer.encode_text(c)[0] for c in "echo print"]
+    bash = tokenizer.encode_text("<function=execute_bash>\n<parameter=cmd>")
+    close = tokenizer.encode_text("</parameter>\n</function>")
+    script = [bash + odd_split + close + [tokenizer.im_end_id], reply_ids(tokenizer, FINISH)]
+    pool = FakeEnvPool()
+    trajectory = run(
+        run_episode(make_task(), pool, ScriptedSampler(script), tokenizer, make_config(), 0, 0)
+    )
+
+    assert trajectory.stop_reason is StopReason.finished
+    assert pool.steps[0] == ("execute_bash", {"cmd": "echo print"})
+    start = len(trajectory.prompt_ids)
+    assert list(trajectory.token_ids[start : start + len(script[0])]) == script[0]
+    text = tokenizer.decode(trajectory.token_ids)
+    retokenized = (
+        tokenizers.Tokenizer.from_file(str(TOKENIZER_DIR / "tokenizer.json")).encode(text).ids
+    )
+    assert tokenizer.decode(retokenized) == text
+    assert list(trajectory.token_ids) != retokenized
+    assert len(retokenized) < len(trajectory.token_ids)
+
+
+def test_observations_carry_steps_remaining_and_notices(tokenizer: ChatTokenizer):
+    noop = reply_ids(tokenizer, render_function_call("execute_bash", {"cmd": "true"}))
+    script = [noop, noop, reply_ids(tokenizer, FINISH)]
+    config = make_config(max_steps=3, submit_notice_tokens=1)
+    trajectory = run(
+        run_episode(make_task(), FakeEnvPool(), ScriptedSampler(script), tokenizer, config, 0, 0)
+    )
+    text = tokenizer.decode(trajectory.token_ids)
+    assert "Steps Remaining: 2" in text and "Steps Remaining: 1" + LAST_STEP_NOTICE in text
+    assert text.count(SUBMIT_NOW_NOTICE.strip()) == 2
+    assert trajectory.stop_reason is StopReason.finished
+
+
+def test_policy_that_never_calls_a_tool_stops_at_max_steps(tokenizer: ChatTokenizer):
+    chatter = reply_ids(tokenizer, "<think>\nHmm.\n</think>\n\nI am not sure what to do.")
+    pool = FakeEnvPool()
+    sampler = ScriptedSampler([chatter] * 4)  # a fifth turn would raise: the loop must stop at 4
+    trajectory = run(
+        run_episode(make_task(), pool, sampler, tokenizer, make_config(max_steps=4), 0, 0)
+    )
+
+    assert trajectory.stop_reason is StopReason.max_steps and trajectory.compact_filtered
+    assert (trajectory.reward, trajectory.num_steps, trajectory.patch) == (0.0, 4, "")
+    assert pool.steps == [] and pool.released == 1 and pool.graded == [""]
+    assert all("no function call found" in s["parse_error"] for s in trajectory.steps)
+    assert "Steps Remaining: 1" in tokenizer.decode(trajectory.token_ids)
+
+
+def test_max_context_caps_each_turn_and_stops(tokenizer: ChatTokenizer):
+    long_reply = reply_ids(tokenizer, "<think>\n" + "look closer " * 80 + "\n</think>\n\n" + VIEW)
+    pool, sampler = FakeEnvPool(), ScriptedSampler([long_reply] * 3)
+    config = make_config(max_context=len(long_reply) + 100)
+    trajectory = run(run_episode(make_task(), pool, sampler, tokenizer, config, 0, 0))
+
+    assert trajectory.stop_reason is StopReason.max_context and trajectory.compact_filtered
+    first, second = sampler.requests
+    assert first.params.max_new_tokens == config.agent.max_context
+    used_before_second = len(second.prompt_ids) - len(first.prompt_ids)
+    assert second.params.max_new_tokens == config.agent.max_context - used_before_second
+    assert trajectory.num_response_tokens == config.agent.max_context  # the cut turn used the rest
+    assert (
+        trajectory.steps[-1]["finish_reason"] == "length" and "action" not in trajectory.steps[-1]
+    )
+    assert trajectory.reward == 0.0 and pool.released == 1 and len(pool.steps) == 1
+
+
+def test_max_context_when_the_observation_does_not_fit(tokenizer: ChatTokenizer):
+    view = reply_ids(tokenizer, VIEW)
+    pool = FakeEnvPool()
+    trajectory = run(
+        run_episode(
+            make_task(),
+            pool,
+            ScriptedSampler([view]),
+            tokenizer,
+            make_config(max_context=len(view) + 5),
+            0,
+            0,
+        )
+    )
+    assert trajectory.stop_reason is StopReason.max_context
+    assert trajectory.num_response_tokens == len(view) and pool.released == 1
+
+
+def test_timeout_stops_the_episode_and_releases_the_env(tokenizer: ChatTokenizer):
+    pool = FakeEnvPool(step_delay_s=30.0)
+    config = make_config(trajectory_timeout=0.2)
+    trajectory = run(
+        run_episode(
+            make_task(), pool, ScriptedSampler(fix_script(tokenizer)), tokenizer, config, 0, 0
+        )
+    )
+
+    assert trajectory.stop_reason is StopReason.timeout and trajectory.compact_filtered
+    assert trajectory.num_steps == 1 and trajectory.reward == 0.0
+    assert pool.acquired == pool.released == 1 and pool.graded == [""]
+
+
+def test_env_error_ends_the_episode_without_grading(tokenizer: ChatTokenizer):
+    pool = FakeEnvPool(fail_at_step=2)
+    trajectory = run(
+        run_episode(
+            make_task(),
+            pool,
+            ScriptedSampler(fix_script(tokenizer)),
+            tokenizer,
+            make_config(),
+            0,
+            0,
+        )
+    )
+
+    assert trajectory.stop_reason is StopReason.env_error and trajectory.infra_error
+    assert trajectory.grade is None and pool.graded == [] and pool.released == 1
+    assert trajectory.num_steps == 2 and "container died" in trajectory.steps[-1]["env_error"]
+
+
+def test_failed_acquire_is_an_env_error(tokenizer: ChatTokenizer):
+    pool = FakeEnvPool(fail_acquire=True)
+    trajectory = run(
+        run_episode(make_task(), pool, ScriptedSampler([]), tokenizer, make_config(), 0, 0)
+    )
+    assert trajectory.stop_reason is StopReason.env_error and trajectory.infra_error
+    assert (
+        trajectory.num_steps == 0
+        and "image deepswe/calc:base not found" in trajectory.steps[0]["env_error"]
+    )
+    assert trajectory.token_ids == trajectory.prompt_ids
+
+
+def test_grader_failure_is_infra_not_a_wrong_answer(tokenizer: ChatTokenizer):
+    pool = FakeEnvPool(fail_grade=True)
+    trajectory = run(
+        run_episode(
+            make_task(),
+            pool,
+            ScriptedSampler(fix_script(tokenizer)),
+            tokenizer,
+            make_config(),
+            0,
+            0,
+        )
+    )
+    assert trajectory.stop_reason is StopReason.finished
+    assert trajectory.infra_error and trajectory.reward == 0.0 and trajectory.grade is None
+
+
+def test_sampler_errors_propagate_and_release_the_env(tokenizer: ChatTokenizer):
+    pool = FakeEnvPool()
+    with pytest.raises(RuntimeError, match="the script has 1 turns"):
+        run(
+            run_episode(
+                make_task(),
+                pool,
+                ScriptedSampler([reply_ids(tokenizer, VIEW)]),
+                tokenizer,
+                make_config(),
+                0,
+                0,
+            )
+        )
+    assert pool.acquired == pool.released == 1
+
+
+def test_cancellation_releases_the_env(tokenizer: ChatTokenizer):
+    pool = FakeEnvPool(step_delay_s=30.0)
+
+    async def cancel_mid_step():
+        episode = asyncio.ensure_future(
+            run_episode(
+                make_task(),
+                pool,
+                ScriptedSampler(fix_script(tokenizer)),
+                tokenizer,
+                make_config(),
+                0,
+                0,
+            )
+        )
+        while not pool.steps:
+            await asyncio.sleep(0.01)
+        episode.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await episode
+
+    run(cancel_mid_step())
+    assert pool.acquired == pool.released == 1
+
+
+def test_prompt_over_the_limit_stops_before_acquiring(tokenizer: ChatTokenizer):
+    pool = FakeEnvPool()
+    trajectory = run(
+        run_episode(
+            make_task(),
+            pool,
+            ScriptedSampler([]),
+            tokenizer,
+            make_config(max_prompt_tokens=50),
+            0,
+            0,
+        )
+    )
+    assert trajectory.stop_reason is StopReason.max_context and not trajectory.infra_error
+    assert pool.acquired == 0 and trajectory.num_steps == 0
+
+
+def test_turn_ended_by_endoftext_is_closed_with_unmasked_im_end(tokenizer: ChatTokenizer):
+    view = tokenizer.encode_text(VIEW) + [tokenizer.end_of_text_id]
+    script = [view, reply_ids(tokenizer, FINISH)]
+    trajectory = run(
+        run_episode(
+            make_task(), FakeEnvPool(), ScriptedSampler(script), tokenizer, make_config(), 0, 0
+        )
+    )
+    start = len(trajectory.prompt_ids)
+    after = start + len(view)
+    assert trajectory.token_ids[after] == tokenizer.im_end_id and trajectory.loss_mask[after] == 0
+    assert trajectory.steps[0]["action"]["name"] == "file_editor"
+
+
+def test_two_calls_run_the_first_and_say_so(tokenizer: ChatTokenizer):
+    script = [reply_ids(tokenizer, VIEW + "\n" + FIX), reply_ids(tokenizer, FINISH)]
+    pool = FakeEnvPool()
+    trajectory = run(
+        run_episode(make_task(), pool, ScriptedSampler(script), tokenizer, make_config(), 0, 0)
+    )
+    assert [tool for tool, _ in pool.steps] == ["file_editor", "finish"]
+    assert pool.steps[0][1]["command"] == "view"
+    assert trajectory.steps[0]["observation"].startswith("NOTE: your reply held 2 function calls")
+
+
+def test_run_group_and_collect_rollouts(tokenizer: ChatTokenizer, tmp_path: Path):
+    pool = FakeEnvPool()
+    group = run(
+        run_group(
+            make_task(),
+            3,
+            pool,
+            ScriptedSampler(fix_script(tokenizer)),
+            tokenizer,
+            make_config(),
+            1,
+        )
+    )
+    assert [t.rollout_index for t in group] == [0, 1, 2] and all(t.reward == 1.0 for t in group)
+    assert pool.max_active == 3 and pool.released == 3
+
+    tasks = [make_task("calc-1"), make_task("calc-2", "add() is wrong for negatives.")]
+    out = tmp_path / "iter_000001.jsonl"
+    trajectories = run(
+        collect_rollouts(
+            tasks,
+            2,
+            FakeEnvPool(),
+            ScriptedSampler(fix_script(tokenizer)),
+            tokenizer,
+            make_config(),
+            1,
+            output_path=out,
+            show_progress=False,
+        )
+    )
+    assert [(t.task_id, t.rollout_index) for t in trajectories] == [
+        ("calc-1", 0),
+        ("calc-1", 1),
+        ("calc-2", 0),
+        ("calc-2", 1),
+    ]
+    assert read_trajectories(out) == trajectories

@@ -1,0 +1,131 @@
+"""Trajectory records (jsonl), ScriptedSampler, the gold-patch script and the tokenizer build."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from deepswe_jax.agent.scripted_policy import FileEdit, gold_patch_replies, parse_unified_diff
+from deepswe_jax.agent.trajectory import (
+    COMPACT_FILTERED,
+    StopReason,
+    Trajectory,
+    read_trajectories,
+    trajectories_path,
+    write_trajectories,
+)
+from deepswe_jax.env.tasks import unified_diff
+from deepswe_jax.sampling.base import GenerateRequest, SamplingParams
+from deepswe_jax.sampling.scripted import ScriptedSampler, scripted_logprob
+from tests.assets.build_tokenizer import build_tokenizer
+
+
+def make_trajectory(**changes) -> Trajectory:
+    fields = dict(
+        task_id="calc-1",
+        rollout_index=3,
+        policy_version=12,
+        prompt_ids=(1, 2),
+        token_ids=(1, 2, 7, 8, 9),
+        loss_mask=(0, 0, 1, 1, 0),
+        sampler_logprobs=(0.0, 0.0, -0.125, -1e-9, 0.0),
+        reward=1.0,
+        stop_reason=StopReason.finished,
+        infra_error=False,
+        num_steps=1,
+        patch="diff --git a/x b/x\n+é\n",
+        timings={"generation_s": 0.5, "total_s": 1.25},
+        steps=({"step": 0, "assistant": "<think>\n✓\n</think>", "action": None},),
+        grade={
+            "status": "resolved",
+            "reward": 1.0,
+            "tests_status": {"FAIL_TO_PASS": {"success": ["t"]}},
+        },
+    )
+    fields.update(changes)
+    return Trajectory(**fields)
+
+
+def test_json_round_trip_is_exact(tmp_path: Path):
+    trajectories = [
+        make_trajectory(),
+        make_trajectory(stop_reason=StopReason.timeout, reward=0.0, grade=None),
+    ]
+    path = trajectories_path(tmp_path / "run", 12)
+    assert path == tmp_path / "run" / "trajectories" / "iter_000012.jsonl"
+    write_trajectories(path, trajectories)
+    assert read_trajectories(path) == trajectories
+    assert len(path.read_text().splitlines()) == 2
+    assert json.loads(path.read_text().splitlines()[1])["stop_reason"] == "timeout"
+    assert read_trajectories(path)[1].stop_reason is StopReason.timeout
+
+
+def test_compact_filtering_set():
+    assert COMPACT_FILTERED == {StopReason.max_steps, StopReason.max_context, StopReason.timeout}
+    assert make_trajectory(stop_reason=StopReason.max_steps).compact_filtered
+    assert not make_trajectory(stop_reason=StopReason.env_error).compact_filtered
+
+
+def test_inconsistent_records_are_refused():
+    with pytest.raises(ValueError, match="must have one length"):
+        make_trajectory(loss_mask=(0, 0, 1))
+    with pytest.raises(ValueError, match="prefix"):
+        make_trajectory(prompt_ids=(5,))
+    line = json.loads(make_trajectory().to_json())
+    del line["patch"]
+    with pytest.raises(ValueError, match=r"missing \['patch'\]"):
+        Trajectory.from_json(json.dumps(line))
+
+
+def test_scripted_sampler_truncates_and_tracks_conversations():
+    sampler = ScriptedSampler([[5, 6, 99, 7], [8, 9, 10]])
+    params = SamplingParams(max_new_tokens=2, stop_token_ids=(99,))
+
+    async def conversation():
+        first = (
+            await sampler.generate(
+                [GenerateRequest((1, 2), SamplingParams(max_new_tokens=10, stop_token_ids=(99,)))]
+            )
+        )[0]
+        other = (await sampler.generate([GenerateRequest((1, 2), params)]))[0]  # a new conversation
+        second = (await sampler.generate([GenerateRequest((1, 2, *first.token_ids, 50), params)]))[
+            0
+        ]
+        return first, other, second
+
+    first, other, second = asyncio.run(conversation())
+    assert (first.token_ids, first.finish_reason) == ((5, 6, 99), "stop")
+    assert first.logprobs == tuple(scripted_logprob(t) for t in (5, 6, 99))
+    assert (other.token_ids, other.finish_reason) == ((5, 6), "length")
+    assert (second.token_ids, second.finish_reason) == ((8, 9), "length")
+
+
+def test_unified_diff_to_edits_round_trip():
+    old = "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\nk\n"
+    new = "a\nB\nc\nd\ne\nf\ng\nh\ni\nJ\nk"  # second hunk also drops the final newline
+    patch = unified_diff("pkg/m.py", old, new) + unified_diff("new.py", None, "x = 1\n")
+    patch += unified_diff("gone.py", "bye\n", None)
+    edits = parse_unified_diff(patch)
+    assert edits[2:] == [FileEdit("new.py", None, "x = 1\n"), FileEdit("gone.py", "bye\n", None)]
+    text = old
+    for edit in edits[:2]:
+        assert edit.path == "pkg/m.py" and text.count(edit.old) == 1
+        text = text.replace(edit.old, edit.new)
+    assert text == new
+
+
+def test_gold_patch_replies_fail_clearly_without_hunks():
+    from fake_env import make_task
+
+    with pytest.raises(ValueError, match="no hunks"):
+        gold_patch_replies(make_task())
+
+
+def test_tokenizer_build_is_deterministic():
+    corpus = ["def add(a, b):\n    return a + b\n" * 50, "The agent edits files. " * 50] * 20
+    first, second = build_tokenizer(corpus), build_tokenizer(corpus)
+    assert first.to_str() == second.to_str()
+    assert first.token_to_id("</think>") == first.get_vocab_size(with_added_tokens=True) - 1
