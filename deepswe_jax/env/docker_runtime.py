@@ -309,6 +309,7 @@ class DockerRuntime:
         self._container = None
         self._channel: _ServerChannel | None = None
         self._lock = threading.Lock()
+        self._close_lock = threading.Lock()
         self._request_ids = itertools.count(1)
         self._closed = False
         self.ready_s: float | None = None
@@ -543,24 +544,29 @@ class DockerRuntime:
         return self.read_file(PATCH_FILE).decode("utf-8", "surrogateescape")
 
     def close(self) -> None:
-        """Remove the container (idempotent)."""
-        with self._lock:
+        """Remove the container (idempotent, safe from any thread or a signal handler).
+
+        A request in flight in another thread fails with EnvironmentUnavailableError."""
+        with self._close_lock:
             if self._closed:
                 return
             self._closed = True
-            self._drop_channel()
         _LIVE_RUNTIMES.discard(self)
-        if self._container is None:
-            return
-        try:
-            retry_transient(
-                lambda: self._container.remove(force=True, v=True), f"removing {self.name}"
-            )
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as e:
-            if e.status_code != 409:  # 409: removal already in progress
-                logger.warning("could not remove container %s: %s", self.name, e)
+        if self._container is not None:
+            try:
+                retry_transient(
+                    lambda: self._container.remove(force=True, v=True), f"removing {self.name}"
+                )
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as e:
+                if e.status_code != 409:  # 409: removal already in progress
+                    logger.warning("could not remove container %s: %s", self.name, e)
+        if self._lock.acquire(blocking=False):
+            try:
+                self._drop_channel()
+            finally:
+                self._lock.release()
 
 
 def _raise_file_error(response: Mapping[str, Any], path: str) -> None:
