@@ -141,7 +141,12 @@ def check_spec(repo_name: str, spec: dict) -> None:
 
 
 def build_task(
-    repo_name: str, spec: dict, base_commit: str, base_tests: dict[str, str], work: Path, python: str
+    repo_name: str,
+    spec: dict,
+    base_commit: str,
+    base_tests: dict[str, str],
+    work: Path,
+    python: str,
 ) -> dict:
     """Write one task's patches and verify them by running the tests; returns the jsonl row."""
     instance_id = f"{repo_name}-{spec['number']}"
@@ -216,14 +221,16 @@ def build_repo(repo_name: str, python: str) -> tuple[list[dict], list[dict]]:
             work = Path(tmp) / f"task-{spec['number']}"
             work.mkdir()
             rows.append(build_task(repo_name, spec, base_commit, base_tests, work, python))
-            print(f"  {rows[-1]['instance_id']}: {len(rows[-1]['FAIL_TO_PASS'])} fail-to-pass, "
-                  f"{len(rows[-1]['PASS_TO_PASS'])} pass-to-pass")
+            print(
+                f"  {rows[-1]['instance_id']}: {len(rows[-1]['FAIL_TO_PASS'])} fail-to-pass, "
+                f"{len(rows[-1]['PASS_TO_PASS'])} pass-to-pass"
+            )
     return rows, specs
 
 
 def readme_table(rows: list[dict], specs: list[dict]) -> str:
     lines = ["| task | repo | difficulty | summary |", "|---|---|---|---|"]
-    for row, spec in zip(rows, specs):
+    for row, spec in zip(rows, specs, strict=True):
         lines.append(
             f"| {row['instance_id']} | {row['repo'].split('/')[1]} | {spec['difficulty']} "
             f"| {spec['summary']} |"
