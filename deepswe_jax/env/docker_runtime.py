@@ -149,19 +149,27 @@ def remove_stale_containers(
     the given run labels. Returns the names removed."""
     client = client or docker.from_env()
     removed = []
-    for container in client.containers.list(all=True, filters={"label": RUN_LABEL}):
-        labels = container.labels or {}
+    # The low-level listing: no per-container inspect that races with concurrent removals.
+    for summary in client.api.containers(all=True, filters={"label": RUN_LABEL}):
+        labels = summary.get("Labels") or {}
         owner = labels.get(OWNER_LABEL)
         stale = labels.get(RUN_LABEL) in run_labels or (
             owner is not None and owner_is_alive(owner) is False
         )
         if not stale:
             continue
+        name = (summary.get("Names") or [summary["Id"]])[0].lstrip("/")
         try:
-            retry_transient(lambda c=container: c.remove(force=True), f"removing {container.name}")
-            removed.append(container.name)
+            retry_transient(
+                lambda i=summary["Id"]: client.api.remove_container(i, force=True, v=True),
+                f"removing {name}",
+            )
+            removed.append(name)
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as e:
+            if e.status_code != 409:  # 409: removal already in progress
+                raise
     if removed:
         logger.info("removed %d stale deepswe containers", len(removed))
     return removed
@@ -169,7 +177,8 @@ def remove_stale_containers(
 
 _LIVE_RUNTIMES: weakref.WeakSet[DockerRuntime] = weakref.WeakSet()
 _CLEANUP_LOCK = threading.Lock()
-_cleanup_installed = False
+_atexit_installed = False
+_sigterm_installed = False
 
 
 def close_all_runtimes() -> None:
@@ -180,16 +189,19 @@ def close_all_runtimes() -> None:
             list(workers.map(lambda r: r.close(), runtimes))
 
 
-def _install_exit_cleanup() -> None:
-    """Remove live containers at interpreter exit and on SIGTERM (then terminate as before)."""
-    global _cleanup_installed
+def install_exit_cleanup() -> None:
+    """Remove live containers at interpreter exit and on SIGTERM (then terminate as before).
+
+    The SIGTERM handler can only be set from the main thread; DockerRuntime and EnvPool
+    call this when constructed, which is normally there."""
+    global _atexit_installed, _sigterm_installed
     with _CLEANUP_LOCK:
-        if _cleanup_installed:
+        if not _atexit_installed:
+            _atexit_installed = True
+            atexit.register(close_all_runtimes)
+        if _sigterm_installed or threading.current_thread() is not threading.main_thread():
             return
-        _cleanup_installed = True
-    atexit.register(close_all_runtimes)
-    if threading.current_thread() is not threading.main_thread():
-        return
+        _sigterm_installed = True
     previous = signal.getsignal(signal.SIGTERM)
 
     def on_sigterm(signum: int, frame: Any) -> None:
@@ -313,6 +325,7 @@ class DockerRuntime:
         self._request_ids = itertools.count(1)
         self._closed = False
         self.ready_s: float | None = None
+        install_exit_cleanup()
 
     @property
     def client(self) -> docker.DockerClient:
@@ -352,7 +365,7 @@ class DockerRuntime:
                 f"image {self.image} not found; run `python launch/build_images.py --tasks=...` "
                 "(or deepswe_jax.env.images.ensure_task_image(task)) to build it"
             ) from None
-        _install_exit_cleanup()
+        install_exit_cleanup()
         _LIVE_RUNTIMES.add(self)
         self._container = retry_transient(self._create, f"creating {self.name}")
         try:

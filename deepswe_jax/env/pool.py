@@ -43,6 +43,7 @@ from deepswe_jax.env.docker_runtime import (
     ExecResult,
     GitDiffError,
     MissingImageError,
+    install_exit_cleanup,
     remove_stale_containers,
 )
 from deepswe_jax.env.tasks import Task
@@ -195,6 +196,7 @@ class EnvPool:
         self._prepared_images: dict[str, asyncio.Task[str]] = {}
         self._runtimes: set[DockerRuntime] = set()
         self._entered = False
+        install_exit_cleanup()
 
     def _in_thread(self, fn: Callable[[], T]) -> asyncio.Future[T]:
         return asyncio.get_running_loop().run_in_executor(self._executor, fn)
