@@ -227,6 +227,8 @@ def execute(request, tools):
     start = time.monotonic()
     if request["op"] == "tool" and request["name"] not in tools:
         return {"exit_code": 127, "output": "unknown tool " + request["name"], "timed_out": False}
+    if request["op"] == "tool" and not os.path.isdir(cwd):
+        cwd = "/"  # the agent deleted its working directory; its tools keep working
     read_fd, write_fd = os.pipe()
     try:
         pid = os.fork()
