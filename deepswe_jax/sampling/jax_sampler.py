@@ -1,0 +1,468 @@
+"""In-process JAX sampler: continuous batching over a fixed-shape KV cache, sharded on a mesh.
+
+The engine holds `max_batch` rows ("slots") of one `KVCache` of `max_cache_len` positions; shapes
+never change, so the decode step compiles once. A background thread runs the loop:
+
+  1. admit queued requests into free slots: prompts grouped by padded length (powers of two, at
+     least `min_prefill_len`), counts padded to powers of two; each group is prefilled into a
+     small cache of its padded length, then copied into its slots of the big cache;
+  2. one decode step for every slot (rows without a request are masked: their cache length stays);
+  3. slots whose request hit a stop token or its token budget leave; their callers' futures are
+     resolved on their own event loops.
+
+Any number of asyncio callers (on any loops) may call `generate` at once; they are batched
+together. Weights are arguments of the jitted steps, never closed-over constants, so
+`sync_weights` swaps them without recompiling.
+
+Logprobs: each generated token's logprob is log_softmax(logits / temperature) at that token —
+the temperature-scaled policy before top-p / top-k truncation (temperature 0, i.e. greedy, uses
+temperature 1). With temperature 1 it is exactly log_softmax of the model's logits, which the
+trainer recomputes.
+
+A request generates at most `max_cache_len - len(prompt)` tokens: when the cache row is full it
+ends with finish_reason 'length', as when `max_new_tokens` runs out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import threading
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from deepswe_jax.model.qwen3 import CACHE_LOGICAL_AXES, KVCache, Qwen3ForCausalLM
+from deepswe_jax.parallel import (
+    DEFAULT_RULES,
+    logical_to_sharding,
+    make_mesh,
+    state_shardings,
+    use_rules,
+)
+from deepswe_jax.parallel.sharding import Rules
+from deepswe_jax.sampling.base import Completion, GenerateRequest, SamplingParams
+
+
+def sample_next_tokens(
+    logits: jax.Array,
+    key: jax.Array,
+    temperature: jax.Array,
+    top_p: jax.Array,
+    top_k: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """One token per row, with per-row sampling parameters.
+
+    Args:
+      logits: [b, v] next-token logits.
+      key: PRNG key.
+      temperature: [b] float; 0 means greedy (argmax, no randomness).
+      top_p: [b] float in (0, 1]; 1 keeps the whole distribution.
+      top_k: [b] int; 0 keeps every token.
+
+    Returns:
+      tokens [b] int32 and their logprobs [b] float32 under log_softmax(logits / temperature)
+      (temperature 1 for greedy rows), i.e. before top-p / top-k truncation.
+    """
+    logits = logits.astype(jnp.float32)
+    greedy = temperature <= 0.0
+    scaled = logits / jnp.where(greedy, 1.0, temperature)[:, None]
+    logprobs = jax.nn.log_softmax(scaled, axis=-1)
+
+    def truncate(scaled: jax.Array) -> jax.Array:
+        descending = -jnp.sort(-scaled, axis=-1)  # [b, v]
+        probs = jax.nn.softmax(descending, axis=-1)
+        mass_before = jnp.cumsum(probs, axis=-1) - probs
+        rank = jnp.arange(scaled.shape[-1])[None, :]
+        keep = (mass_before < top_p[:, None]) & ((top_k[:, None] <= 0) | (rank < top_k[:, None]))
+        threshold = jnp.min(jnp.where(keep, descending, jnp.inf), axis=-1, keepdims=True)
+        return jnp.where(scaled >= threshold, scaled, -jnp.inf)
+
+    # Sorting the vocabulary is the costly part; skip it when no row truncates (the RL setting).
+    truncating = jnp.any((top_p < 1.0) | (top_k > 0))
+    candidates = jax.lax.cond(truncating, truncate, lambda s: s, scaled)
+    sampled = jax.random.categorical(key, candidates, axis=-1)
+    tokens = jnp.where(greedy, jnp.argmax(logits, axis=-1), sampled).astype(jnp.int32)
+    return tokens, jnp.take_along_axis(logprobs, tokens[:, None], axis=-1)[:, 0]
+
+
+def _prefill_step(
+    graphdef: nnx.GraphDef,
+    state: nnx.State,
+    cache: KVCache,
+    prompt_ids: jax.Array,
+    prompt_lengths: jax.Array,
+    rows: jax.Array,
+    temperature: jax.Array,
+    top_p: jax.Array,
+    top_k: jax.Array,
+    key: jax.Array,
+) -> tuple[KVCache, jax.Array, jax.Array]:
+    """Prompts [n, t] (right-padded; true lengths [n]) into cache rows [n] (out of range = skip).
+
+    Runs the prompts against a fresh [n, t] cache, copies its keys/values into slots 0..t-1 of
+    the given rows, and samples each prompt's first new token. Returns (cache, tokens [n],
+    logprobs [n]).
+    """
+    model = nnx.merge(graphdef, state)
+    n, t = prompt_ids.shape
+    fresh = model.init_cache(n, t, dtype=cache.keys.dtype)
+    logits, fresh = model.decode(prompt_ids, fresh, num_tokens=prompt_lengths)
+    last_logits = logits[jnp.arange(n), prompt_lengths - 1]  # [n, v]
+    cache = KVCache(
+        keys=cache.keys.at[:, rows, :t].set(fresh.keys, mode="drop"),
+        values=cache.values.at[:, rows, :t].set(fresh.values, mode="drop"),
+        lengths=cache.lengths.at[rows].set(prompt_lengths, mode="drop"),
+    )
+    tokens, logprobs = sample_next_tokens(last_logits, key, temperature, top_p, top_k)
+    return cache, tokens, logprobs
+
+
+def _decode_step(
+    graphdef: nnx.GraphDef,
+    state: nnx.State,
+    cache: KVCache,
+    tokens: jax.Array,
+    active: jax.Array,
+    temperature: jax.Array,
+    top_p: jax.Array,
+    top_k: jax.Array,
+    key: jax.Array,
+) -> tuple[KVCache, jax.Array, jax.Array]:
+    """Feeds tokens [b] (one per row) and samples the next ones; rows with active [b] False keep
+    their cache length. Returns (cache, tokens [b], logprobs [b])."""
+    model = nnx.merge(graphdef, state)
+    logits, cache = model.decode(tokens[:, None], cache, num_tokens=active.astype(jnp.int32))
+    next_tokens, logprobs = sample_next_tokens(logits[:, 0], key, temperature, top_p, top_k)
+    return cache, next_tokens, logprobs
+
+
+@dataclasses.dataclass(eq=False)
+class _Sequence:
+    """A request in flight: where to deliver it and what it has generated so far."""
+
+    prompt_ids: tuple[int, ...]
+    params: SamplingParams
+    budget: int  # max tokens to generate: min(max_new_tokens, cache room)
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future
+    token_ids: list[int] = dataclasses.field(default_factory=list)
+    logprobs: list[float] = dataclasses.field(default_factory=list)
+
+    def append(self, token: int, logprob: float) -> Completion | None:
+        """Records one sampled token; returns the Completion when the request is done."""
+        self.token_ids.append(token)
+        self.logprobs.append(logprob)
+        if token in self.params.stop_token_ids:
+            reason = "stop"
+        elif len(self.token_ids) >= self.budget:
+            reason = "length"
+        else:
+            return None
+        return Completion(tuple(self.token_ids), tuple(self.logprobs), reason)
+
+
+def _powers_of_two_up_to(limit: int, start: int = 1) -> list[int]:
+    """[start, 2*start, 4*start, ...] below limit, then limit itself."""
+    sizes = []
+    size = start
+    while size < limit:
+        sizes.append(size)
+        size *= 2
+    return sizes + [limit]
+
+
+def _bucket(size: int, buckets: Sequence[int]) -> int:
+    return next(b for b in buckets if b >= size)
+
+
+class JaxSampler:
+    """`Sampler` running `Qwen3ForCausalLM` in this process with continuous batching.
+
+    Args:
+      model: the policy; its weights are copied (the caller may keep training it).
+      max_batch: decode slots (requests generated at once; others wait in a queue).
+      max_cache_len: positions per slot: the longest prompt + completion.
+      mesh: where to run; default one device. Params are sharded by their logical axes through
+        `rules`, the cache's batch over the ('data', 'fsdp') axes (by the 'batch' rule).
+      rules: logical -> mesh axis table (default `DEFAULT_RULES`).
+      min_prefill_len: smallest prompt padding bucket.
+      seed: PRNG seed for sampling.
+    """
+
+    def __init__(
+        self,
+        model: Qwen3ForCausalLM,
+        *,
+        max_batch: int = 8,
+        max_cache_len: int = 2048,
+        mesh: Mesh | None = None,
+        rules: Rules = DEFAULT_RULES,
+        min_prefill_len: int = 16,
+        seed: int = 0,
+    ):
+        if max_batch < 1 or max_cache_len < 2:
+            raise ValueError(
+                f"need max_batch >= 1 and max_cache_len >= 2, got {max_batch} and {max_cache_len}"
+            )
+        self.max_batch = max_batch
+        self.max_cache_len = max_cache_len
+        config = model.config
+        self.vocab_size = config.vocab_size
+        self._mesh = mesh or make_mesh(1, 1, 1, devices=jax.devices()[:1])
+        self._rules = tuple(rules)
+        self._length_buckets = _powers_of_two_up_to(max_cache_len, min_prefill_len)
+        self._count_buckets = _powers_of_two_up_to(max_batch)
+
+        graphdef, state = nnx.split(model)
+        self._state_shardings = state_shardings(state, self._mesh, self._rules)
+        self._state_leaves, self._state_treedef = jax.tree.flatten(state)
+        self._state = jax.device_put(state, self._state_shardings, may_alias=False)
+
+        cache_sharding = logical_to_sharding(
+            CACHE_LOGICAL_AXES,
+            self._mesh,
+            self._rules,
+            shape=(
+                config.num_hidden_layers,
+                max_batch,
+                max_cache_len,
+                config.num_key_value_heads,
+                config.head_dim,
+            ),
+        )
+        lengths_sharding = logical_to_sharding(("batch",), self._mesh, self._rules, (max_batch,))
+        cache_shardings = KVCache(
+            keys=cache_sharding, values=cache_sharding, lengths=lengths_sharding
+        )
+        self._cache = jax.jit(
+            functools.partial(model.init_cache, max_batch, max_cache_len),
+            out_shardings=cache_shardings,
+        )()
+        replicated = NamedSharding(self._mesh, PartitionSpec())
+        step_out = (cache_shardings, replicated, replicated)
+        self._prefill = jax.jit(
+            functools.partial(_prefill_step, graphdef),
+            donate_argnums=(1,),
+            out_shardings=step_out,
+        )
+        self._decode = jax.jit(
+            functools.partial(_decode_step, graphdef),
+            donate_argnums=(1,),
+            out_shardings=step_out,
+        )
+        self._base_key = jax.random.key(seed)
+        self._steps = 0
+
+        # Host copies of per-slot state; the device cache is the authority on lengths.
+        self._slots: list[_Sequence | None] = [None] * max_batch
+        self._next_tokens = np.zeros(max_batch, np.int32)
+        self._temperature = np.ones(max_batch, np.float32)
+        self._top_p = np.ones(max_batch, np.float32)
+        self._top_k = np.zeros(max_batch, np.int32)
+
+        self._queue: deque[_Sequence] = deque()
+        self._queue_changed = threading.Condition()
+        self._weights_lock = threading.Lock()  # held while a step runs; sync_weights waits on it
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="jax-sampler", daemon=True)
+        self._thread.start()
+
+    @property
+    def compilation_count(self) -> int:
+        """Number of compiled programs (prefill shape buckets + the one decode step)."""
+        return self._prefill._cache_size() + self._decode._cache_size()
+
+    async def generate(self, requests: Sequence[GenerateRequest]) -> list[Completion]:
+        """Completions for `requests`, in order; batched with every other concurrent caller."""
+        loop = asyncio.get_running_loop()
+        sequences = [self._admit_check(request, loop) for request in requests]
+        pending = [s for s in sequences if s.budget > 0]
+        with self._queue_changed:
+            if self._closed:
+                raise RuntimeError("JaxSampler is closed; build a new one to generate again.")
+            self._queue.extend(pending)
+            self._queue_changed.notify()
+        for sequence in sequences:
+            if sequence.budget == 0:
+                sequence.future.set_result(Completion((), (), "length"))
+        return list(await asyncio.gather(*(s.future for s in sequences)))
+
+    def _admit_check(self, request: GenerateRequest, loop: asyncio.AbstractEventLoop) -> _Sequence:
+        prompt_len = len(request.prompt_ids)
+        params = request.params
+        if prompt_len == 0:
+            raise ValueError("empty prompt: a request needs at least one prompt token")
+        if prompt_len >= self.max_cache_len:
+            raise ValueError(
+                f"prompt of {prompt_len} tokens leaves no room in max_cache_len="
+                f"{self.max_cache_len}; shorten the prompt or build the sampler with a larger "
+                "max_cache_len"
+            )
+        if min(request.prompt_ids) < 0 or max(request.prompt_ids) >= self.vocab_size:
+            raise ValueError(f"prompt token ids must lie in [0, {self.vocab_size})")
+        if params.max_new_tokens < 0 or not 0.0 < params.top_p <= 1.0 or params.top_k < 0:
+            raise ValueError(
+                f"invalid {params}: need max_new_tokens >= 0, 0 < top_p <= 1, top_k >= 0"
+            )
+        budget = min(params.max_new_tokens, self.max_cache_len - prompt_len)
+        return _Sequence(request.prompt_ids, params, budget, loop, loop.create_future())
+
+    def sync_weights(self, params: Any) -> None:
+        """Samples from `params` (a `Qwen3ForCausalLM` or its `nnx.State`) from the next step on.
+
+        The new weights must have the model's structure and shapes; dtypes are cast to the
+        sampler's. They are copied onto the sampler's shardings, so the caller may donate or
+        update its own buffers afterwards. No recompilation.
+        """
+        state = nnx.state(params) if isinstance(params, nnx.Module) else params
+        leaves, treedef = jax.tree.flatten(state)
+        if len(leaves) != len(self._state_leaves):
+            raise ValueError(
+                f"sync_weights got {len(leaves)} arrays, the sampler's model has "
+                f"{len(self._state_leaves)}; pass the same model (or nnx.state(model))"
+            )
+        paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(state)]
+        cast = []
+        for path, new, old in zip(paths, leaves, self._state_leaves, strict=True):
+            if new.shape != old.shape:
+                raise ValueError(
+                    f"sync_weights: {path} has shape {new.shape}, the sampler expects {old.shape}"
+                )
+            cast.append(new.astype(old.dtype) if new.dtype != old.dtype else new)
+        new_state = jax.device_put(
+            jax.tree.unflatten(self._state_treedef, cast), self._state_shardings, may_alias=False
+        )
+        with self._weights_lock:
+            self._state = new_state
+
+    def close(self) -> None:
+        """Stops the engine thread; requests still queued or in flight fail with RuntimeError."""
+        with self._queue_changed:
+            self._closed = True
+            self._queue_changed.notify()
+        self._thread.join()
+        error = RuntimeError("JaxSampler closed before the request finished")
+        for sequence in [*self._queue, *(s for s in self._slots if s is not None)]:
+            _deliver(sequence, error)
+        self._queue.clear()
+        self._slots = [None] * self.max_batch
+
+    def _run(self) -> None:
+        while True:
+            with self._queue_changed:
+                while not self._closed and not self._queue and not any(self._slots):
+                    self._queue_changed.wait()
+                if self._closed:
+                    return
+                free = [row for row, s in enumerate(self._slots) if s is None]
+                admitted = [self._queue.popleft() for _ in range(min(len(free), len(self._queue)))]
+            try:
+                with self._weights_lock, jax.set_mesh(self._mesh), use_rules(self._rules):
+                    if admitted:
+                        self._prefill_into(list(zip(free, admitted, strict=False)))
+                    if any(self._slots):
+                        self._decode_once()
+            except Exception as error:  # fail the affected callers, keep serving
+                for row, sequence in enumerate(self._slots):
+                    if sequence is not None:
+                        _deliver(sequence, error)
+                        self._slots[row] = None
+                for sequence in admitted:
+                    _deliver(sequence, error)
+
+    def _next_key(self) -> jax.Array:
+        self._steps += 1
+        return jax.random.fold_in(self._base_key, self._steps)
+
+    def _prefill_into(self, placements: list[tuple[int, _Sequence]]) -> None:
+        """Prefills each (row, sequence), grouped by padded prompt length."""
+        groups: dict[int, list[tuple[int, _Sequence]]] = {}
+        for row, sequence in placements:
+            length = _bucket(len(sequence.prompt_ids), self._length_buckets)
+            groups.setdefault(length, []).append((row, sequence))
+        for length, group in sorted(groups.items()):
+            count = _bucket(len(group), self._count_buckets)
+            prompt_ids = np.zeros((count, length), np.int32)
+            prompt_lengths = np.ones(count, np.int32)
+            rows = np.full(count, self.max_batch, np.int32)  # out of range: dropped
+            temperature = np.ones(count, np.float32)
+            top_p = np.ones(count, np.float32)
+            top_k = np.zeros(count, np.int32)
+            for i, (row, sequence) in enumerate(group):
+                prompt_ids[i, : len(sequence.prompt_ids)] = sequence.prompt_ids
+                prompt_lengths[i] = len(sequence.prompt_ids)
+                rows[i] = row
+                p = sequence.params
+                temperature[i], top_p[i], top_k[i] = p.temperature, p.top_p, p.top_k
+                self._temperature[row], self._top_p[row], self._top_k[row] = (
+                    p.temperature,
+                    p.top_p,
+                    p.top_k,
+                )
+                self._slots[row] = sequence
+            self._cache, tokens, logprobs = self._prefill(
+                self._state,
+                self._cache,
+                prompt_ids,
+                prompt_lengths,
+                rows,
+                temperature,
+                top_p,
+                top_k,
+                self._next_key(),
+            )
+            real = len(group)
+            self._record(
+                [row for row, _ in group], np.asarray(tokens)[:real], np.asarray(logprobs)[:real]
+            )
+
+    def _decode_once(self) -> None:
+        active = np.array([s is not None for s in self._slots])
+        self._cache, tokens, logprobs = self._decode(
+            self._state,
+            self._cache,
+            self._next_tokens,
+            active,
+            self._temperature,
+            self._top_p,
+            self._top_k,
+            self._next_key(),
+        )
+        rows = [row for row, s in enumerate(self._slots) if s is not None]
+        tokens, logprobs = np.asarray(tokens), np.asarray(logprobs)
+        self._record(rows, tokens[rows], logprobs[rows])
+
+    def _record(self, rows: list[int], tokens: np.ndarray, logprobs: np.ndarray) -> None:
+        """Appends each row's new token; finished rows are delivered and freed."""
+        for row, token, logprob in zip(rows, tokens.tolist(), logprobs.tolist(), strict=True):
+            sequence = self._slots[row]
+            self._next_tokens[row] = token
+            completion = sequence.append(token, logprob)
+            if completion is not None:
+                _deliver(sequence, completion)
+                self._slots[row] = None
+
+
+def _deliver(sequence: _Sequence, outcome: Completion | BaseException) -> None:
+    """Resolves the caller's future on its own event loop (from the engine thread)."""
+
+    def resolve() -> None:
+        if sequence.future.done():
+            return
+        if isinstance(outcome, BaseException):
+            sequence.future.set_exception(outcome)
+        else:
+            sequence.future.set_result(outcome)
+
+    try:
+        sequence.loop.call_soon_threadsafe(resolve)
+    except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
+        pass

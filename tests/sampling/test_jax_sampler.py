@@ -1,0 +1,196 @@
+"""JaxSampler against the model's own forward pass: greedy tokens, logprobs, batching, weight sync."""
+
+import asyncio
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
+from deepswe_jax.parallel import make_mesh
+from deepswe_jax.sampling import (
+    Completion,
+    GenerateRequest,
+    JaxSampler,
+    SamplingParams,
+    sample_next_tokens,
+)
+
+CONFIG = Qwen3Config(
+    vocab_size=101,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+)
+MAX_CACHE_LEN = 32
+# (prompt length, max_new_tokens): more requests than the sampler's 2 slots, all lengths differ.
+SHAPES = [(3, 9), (11, 4), (1, 12), (16, 6), (7, 1)]
+
+
+def make_model(seed: int) -> Qwen3ForCausalLM:
+    # Larger-than-default init so the random model's next-token distributions are far from flat.
+    return Qwen3ForCausalLM(dataclasses.replace(CONFIG, initializer_range=0.5), rngs=nnx.Rngs(seed))
+
+
+def requests_of(shapes, temperature: float = 0.0, stop_token_ids=()) -> list[GenerateRequest]:
+    rng = np.random.default_rng(0)
+    return [
+        GenerateRequest(
+            tuple(int(t) for t in rng.integers(0, CONFIG.vocab_size, prompt_len)),
+            SamplingParams(
+                temperature=temperature, max_new_tokens=new, stop_token_ids=tuple(stop_token_ids)
+            ),
+        )
+        for prompt_len, new in shapes
+    ]
+
+
+def forward_logits(model: Qwen3ForCausalLM, request: GenerateRequest, completion: Completion):
+    """Full-sequence logits [num_generated, vocab] that predicted each generated token."""
+    ids = jnp.array([list(request.prompt_ids) + list(completion.token_ids)])
+    logits = model(ids)[0]
+    start = len(request.prompt_ids) - 1
+    return logits[start : start + len(completion.token_ids)]
+
+
+def assert_greedy(model: Qwen3ForCausalLM, request: GenerateRequest, completion: Completion):
+    expected = jnp.argmax(forward_logits(model, request, completion), axis=-1)
+    assert list(completion.token_ids) == expected.tolist()
+
+
+@pytest.fixture(scope="module")
+def model() -> Qwen3ForCausalLM:
+    return make_model(0)
+
+
+@pytest.fixture(scope="module")
+def sampler(model):
+    sampler = JaxSampler(model, max_batch=2, max_cache_len=MAX_CACHE_LEN, min_prefill_len=16)
+    yield sampler
+    sampler.close()
+
+
+def test_greedy_concurrent_requests_equal_forward_argmax_and_solo_runs(model, sampler):
+    requests = requests_of(SHAPES)
+
+    async def concurrent():
+        return await asyncio.gather(*(sampler.generate([r]) for r in requests))
+
+    together = [c for [c] in asyncio.run(concurrent())]
+    for request, completion in zip(requests, together, strict=True):
+        assert len(completion.token_ids) == request.params.max_new_tokens
+        assert completion.finish_reason == "length"
+        assert_greedy(model, request, completion)
+        solo = asyncio.run(sampler.generate([request]))[0]
+        assert solo == together[requests.index(request)]
+    # One generate call with many requests returns them in order, too.
+    assert asyncio.run(sampler.generate(requests)) == together
+
+
+def test_logprobs_equal_log_softmax_of_forward_logits_at_temperature_one(model, sampler):
+    requests = requests_of(SHAPES[:3], temperature=1.0)
+    completions = asyncio.run(sampler.generate(requests))
+    for request, completion in zip(requests, completions, strict=True):
+        log_probs = jax.nn.log_softmax(forward_logits(model, request, completion), axis=-1)
+        expected = log_probs[jnp.arange(len(completion.token_ids)), jnp.array(completion.token_ids)]
+        np.testing.assert_allclose(completion.logprobs, expected, atol=1e-4)
+    # Sampling, not argmax: with temperature 1 some token differs from the greedy choice.
+    greedy = asyncio.run(sampler.generate(requests_of(SHAPES[:3])))
+    assert [c.token_ids for c in completions] != [c.token_ids for c in greedy]
+
+
+def test_stop_token_ends_with_stop_and_budget_with_length(model, sampler):
+    [request] = requests_of([(5, 10)])
+    [free] = asyncio.run(sampler.generate([request]))
+    stop_id = free.token_ids[3]
+    first_stop = free.token_ids.index(stop_id)
+    [stopped] = asyncio.run(
+        sampler.generate(
+            [
+                GenerateRequest(
+                    request.prompt_ids,
+                    SamplingParams(temperature=0.0, max_new_tokens=10, stop_token_ids=(stop_id,)),
+                )
+            ]
+        )
+    )
+    assert stopped.finish_reason == "stop"
+    assert stopped.token_ids == free.token_ids[: first_stop + 1]
+    assert len(stopped.logprobs) == len(stopped.token_ids)
+    assert free.finish_reason == "length"
+
+
+def test_cache_room_caps_the_completion_and_bad_requests_are_refused(sampler):
+    [request] = requests_of([(16, 100)])
+    [completion] = asyncio.run(sampler.generate([request]))
+    assert len(completion.token_ids) == MAX_CACHE_LEN - 16 and completion.finish_reason == "length"
+    [too_long] = requests_of([(MAX_CACHE_LEN, 1)])
+    with pytest.raises(ValueError, match="max_cache_len"):
+        asyncio.run(sampler.generate([too_long]))
+    with pytest.raises(ValueError, match="empty prompt"):
+        asyncio.run(sampler.generate([GenerateRequest((), SamplingParams(max_new_tokens=1))]))
+
+
+def test_sync_weights_samples_new_weights_without_recompiling(model, sampler):
+    requests = requests_of(SHAPES[:2])
+    before = asyncio.run(sampler.generate(requests))
+    compiled = sampler.compilation_count
+    new_model = make_model(1)
+    sampler.sync_weights(nnx.state(new_model))
+    after = asyncio.run(sampler.generate(requests))
+    assert [c.token_ids for c in after] != [c.token_ids for c in before]
+    for request, completion in zip(requests, after, strict=True):
+        assert_greedy(new_model, request, completion)
+    sampler.sync_weights(model)  # a Module works as well as its state
+    assert asyncio.run(sampler.generate(requests)) == before
+    assert sampler.compilation_count == compiled
+    with pytest.raises(ValueError, match="shape"):
+        sampler.sync_weights(
+            Qwen3ForCausalLM(dataclasses.replace(CONFIG, hidden_size=16), rngs=nnx.Rngs(0))
+        )
+
+
+def test_sharded_over_eight_devices_matches_forward_argmax(model):
+    mesh = make_mesh(data=2, fsdp=2, tensor=2)
+    sampler = JaxSampler(model, max_batch=4, max_cache_len=32, mesh=mesh, min_prefill_len=16)
+    requests = requests_of(SHAPES)
+    completions = asyncio.run(sampler.generate(requests))
+    sampler.close()
+    for request, completion in zip(requests, completions, strict=True):
+        assert_greedy(model, request, completion)
+    with pytest.raises(RuntimeError, match="closed"):
+        asyncio.run(sampler.generate(requests))
+
+
+def test_sample_next_tokens_truncates_top_k_and_top_p_but_reports_full_logprobs():
+    probs = jnp.array([0.5, 0.3, 0.15, 0.05])
+    logits = jnp.tile(jnp.log(probs), (256, 1))
+    ones = jnp.ones(256)
+    keys = jax.random.key(0)
+
+    def draw(temperature, top_p, top_k):
+        return sample_next_tokens(
+            logits, keys, temperature * ones, top_p * ones, jnp.full(256, top_k, jnp.int32)
+        )
+
+    tokens, logprobs = draw(1.0, 1.0, 0)
+    assert set(np.asarray(tokens).tolist()) == {0, 1, 2, 3}
+    np.testing.assert_allclose(logprobs, jnp.log(probs)[tokens], rtol=1e-5)
+    tokens, logprobs = draw(1.0, 1.0, 2)
+    assert set(np.asarray(tokens).tolist()) == {0, 1}
+    np.testing.assert_allclose(logprobs, jnp.log(probs)[tokens], rtol=1e-5)  # untruncated
+    tokens, _ = draw(1.0, 0.8, 0)  # 0.5 + 0.3 reaches 0.8: the nucleus is tokens {0, 1}
+    assert set(np.asarray(tokens).tolist()) == {0, 1}
+    tokens, _ = draw(1.0, 0.9, 3)
+    assert set(np.asarray(tokens).tolist()) == {0, 1, 2}
+    tokens, logprobs = draw(0.5, 1.0, 0)
+    np.testing.assert_allclose(logprobs, jax.nn.log_softmax(logits / 0.5)[0][tokens], rtol=1e-5)
+    tokens, logprobs = draw(0.0, 1.0, 0)
+    assert set(np.asarray(tokens).tolist()) == {0}
+    np.testing.assert_allclose(logprobs, jnp.log(0.5), rtol=1e-5)
