@@ -6,18 +6,22 @@ Steps, all in a new container from `task.image` (never the agent's container):
    failure -> status `apply_failed`;
 2. discard the patch's changes to everything that decides how tests run, so a
    patch cannot edit, delete or skip the tests it is graded on: files in
-   `test_patch`, files of the FAIL_TO_PASS / PASS_TO_PASS node ids, any test file
-   (`tasks.is_test_path`), pytest configuration (conftest.py, pytest.ini,
-   tox.ini, setup.cfg, pyproject.toml, pytest.toml at any depth) and top-level
-   modules that would shadow pytest (pytest.py, _pytest/, pluggy/, sitecustomize.py)
-   are put back to the base commit (new ones are deleted);
+   `test_patch`, files of the FAIL_TO_PASS / PASS_TO_PASS node ids, test files
+   (`tasks.is_test_path`: under tests/, test_*.py, *_test.py, conftest.py),
+   pytest configuration at any depth (pytest.ini, tox.ini, setup.cfg,
+   pyproject.toml, pytest.toml) and top-level names that would shadow pytest
+   under `python3 -m pytest` (pytest.py, _pytest/, pluggy/, sitecustomize.py)
+   go back to the base commit, new ones are deleted. A fix that must change
+   setup.cfg or pyproject.toml is therefore graded without that change;
 3. apply `test_patch`;
 4. run the selected tests (`python3 -m pytest -rA` on the node ids, or
    `task.test_cmd`) under a timeout and parse the `-rA` short summary:
-   PASSED / XFAIL pass; FAILED / ERROR / XPASS(strict) / missing fail.
+   PASSED / XFAIL pass; FAILED / ERROR / XPASS / missing fail.
 
 Resolved = every FAIL_TO_PASS and PASS_TO_PASS test passes; for R2E-Gym tasks
 (`expected_output_json`), the parsed status map must equal it exactly.
+Not prevented: library code that monkeypatches pytest internals when the tests
+import it (the tests run in the same process as the code under test).
 """
 
 from __future__ import annotations
@@ -219,7 +223,9 @@ def is_protected(path: str, explicit: set[str]) -> bool:
     return (
         path in explicit
         or is_test_path(path)
-        or any(part in TEST_DIR_NAMES for part in parts)
+        or any(
+            part in TEST_DIR_NAMES for part in parts
+        )  # the tests/ folder itself, e.g. replaced by a link
         or (bool(parts) and parts[-1] in PYTEST_CONFIG_NAMES)
         or (bool(parts) and parts[0] in SHADOWING_NAMES)
     )

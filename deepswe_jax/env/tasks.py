@@ -32,7 +32,8 @@ from typing import Any
 # that runs `pytest -rA r2e_tests`; the tests must be reachable from the repository root.
 R2E_TEST_CMD = "ln -sfn /r2e_tests /testbed/r2e_tests && bash /testbed/run_tests.sh"
 
-TEST_DIR_NAMES = frozenset({"test", "tests", "testing"})
+# Only "tests": packages named test/ or testing/ are often library code (django.test, numpy.testing).
+TEST_DIR_NAMES = frozenset({"tests"})
 
 
 class TaskFormatError(ValueError):
@@ -75,7 +76,7 @@ class Task:
 
 
 def is_test_path(path: str) -> bool:
-    """True for files that belong to a test suite: under a test(s)/testing folder,
+    """True for files that belong to a test suite: under a `tests` folder,
     `test_*.py`, `*_test.py`, `tests.py` or `conftest.py`."""
     parts = PurePosixPath(path).parts
     if not parts:
