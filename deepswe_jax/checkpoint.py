@@ -122,6 +122,24 @@ def _abstract_nested(target: Any, mesh: jax.sharding.Mesh | None) -> dict:
     return jax.tree.map(lambda leaf: _abstract(leaf, mesh), _to_nested_dict(target))
 
 
+def restore_target(abstract: Any, shardings: Any) -> Any:
+    """Pair an abstract state with its shardings into a restore target.
+
+    abstract: nnx.State / pytree of jax.ShapeDtypeStruct (from nnx.eval_shape / jax.eval_shape).
+    shardings: the same tree with a Sharding per array (e.g. deepswe_jax.parallel.state_shardings).
+    """
+
+    def with_sharding(leaf: Any, sharding: jax.sharding.Sharding) -> Any:
+        if isinstance(leaf, nnx.Variable):
+            value = leaf.get_value()
+            return leaf.replace(jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=sharding))
+        return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
+
+    return jax.tree.map(
+        with_sharding, abstract, shardings, is_leaf=lambda x: isinstance(x, nnx.Variable)
+    )
+
+
 def _rng_to_json(rng_key: jax.Array) -> dict:
     if jax.dtypes.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
         impl = str(jax.random.key_impl(rng_key))

@@ -7,13 +7,17 @@ A training checkpoint directory exports its latest finished step. The output loa
 `transformers.AutoModelForCausalLM.from_pretrained` and vLLM.
 """
 
-import jax
 import jax.numpy as jnp
 from absl import app, flags
 from flax import nnx
 from ml_collections import config_flags
 
-from deepswe_jax.checkpoint import params_directory, read_model_config, restore_params
+from deepswe_jax.checkpoint import (
+    params_directory,
+    read_model_config,
+    restore_params,
+    restore_target,
+)
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, save_hf_checkpoint
 from deepswe_jax.parallel import DEFAULT_RULES, make_mesh, state_shardings
 
@@ -45,14 +49,7 @@ def main(argv: list[str]) -> None:
     model_config = Qwen3Config.from_hf_dict(saved_config, source=directory)
     abstract = nnx.eval_shape(lambda: Qwen3ForCausalLM(model_config, rngs=nnx.Rngs(0)))
     graphdef, abstract_params = nnx.split(abstract, nnx.Param)
-    target = jax.tree.map(
-        lambda variable, sharding: variable.replace(
-            jax.ShapeDtypeStruct(variable.shape, variable.dtype, sharding=sharding)
-        ),
-        abstract_params,
-        state_shardings(abstract_params, mesh, rules),
-        is_leaf=lambda x: isinstance(x, nnx.Variable),
-    )
+    target = restore_target(abstract_params, state_shardings(abstract_params, mesh, rules))
     model = nnx.merge(graphdef, restore_params(directory, target))
     dtype = jnp.dtype(_DTYPE.value or saved_config.get("dtype") or "float32")
     save_hf_checkpoint(model, _OUT.value, max_shard_bytes=_MAX_SHARD_BYTES.value, dtype=dtype)

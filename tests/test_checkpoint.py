@@ -15,13 +15,17 @@ from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from configs import tiny
 from deepswe_jax.checkpoint import (
     TrainCheckpoints,
     params_directory,
     read_model_config,
     restore_params,
+    restore_target,
     save_params,
 )
+from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
+from deepswe_jax.parallel import create_sharded_model, make_mesh, state_shardings
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -214,3 +218,48 @@ def test_kill_mid_save_keeps_the_previous_step(tmp_path):
         checkpoints.wait_until_finished()
         assert checkpoints.all_steps() == [1, 2]
     assert sorted(os.listdir(directory)) == ["1", "2"]
+
+
+def test_qwen3_with_nnx_optimizer_restores_under_another_mesh(tmp_path):
+    config = tiny.get_config()
+    model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
+
+    def make(seed):
+        model = Qwen3ForCausalLM(model_config, rngs=nnx.Rngs(seed))
+        return model, nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param)
+
+    save_mesh = make_mesh(fsdp=4, tensor=2)
+    model = create_sharded_model(
+        lambda: Qwen3ForCausalLM(model_config, rngs=nnx.Rngs(0)), save_mesh
+    )
+    optimizer = nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param)
+    with TrainCheckpoints(tmp_path) as checkpoints:
+        checkpoints.save(
+            1,
+            params=nnx.state(model, nnx.Param),
+            opt_state=nnx.state(optimizer),
+            rng_key=jax.random.key(0),
+            data_position={"index": 3},
+            config=config,
+        )
+        checkpoints.wait_until_finished()
+
+    restore_mesh = make_mesh(fsdp=2, tensor=4)
+    abstract_model, abstract_optimizer = nnx.eval_shape(lambda: make(1))
+    abstract_params = nnx.state(abstract_model, nnx.Param)
+    abstract_opt_state = nnx.state(abstract_optimizer)
+    with TrainCheckpoints(tmp_path) as checkpoints:
+        restored = checkpoints.restore(
+            params=restore_target(abstract_params, state_shardings(abstract_params, restore_mesh)),
+            opt_state=restore_target(
+                abstract_opt_state, state_shardings(abstract_opt_state, restore_mesh)
+            ),
+        )
+    _assert_trees_equal(restored.params, nnx.state(model, nnx.Param))
+    _assert_trees_equal(restored.opt_state, nnx.state(optimizer))
+    q_proj = restored.params["layers"]["q_proj"]
+    assert q_proj.sharding.mesh == restore_mesh and q_proj.sharding.spec == P(
+        None, "fsdp", "tensor"
+    )
+    assert restored.config["model"] == config.model.to_dict()
+    assert read_model_config(tmp_path)["num_hidden_layers"] == config.model.num_hidden_layers
