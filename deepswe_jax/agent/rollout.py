@@ -15,7 +15,10 @@ budget: agent.max_context tokens after the prompt, assistant and observation
 tokens together), timeout (agent.trajectory_timeout seconds for the whole
 interaction) and env_error (the container failed: no grading, infra_error).
 The reward is the grade's reward for finished episodes and 0.0 otherwise;
-the grade of every graded episode is kept in `Trajectory.grade`.
+the grade of every graded episode is kept in `Trajectory.grade`. The
+per-command limit (agent.step_timeout) belongs to the pool:
+`EnvPool(step_timeout=...)`; after a timeout the patch is read once the
+in-flight command ends, so at most one step_timeout later.
 """
 
 from __future__ import annotations
