@@ -10,13 +10,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from deepswe_jax.parallel import constrain
+
 
 def _chunk_logprobs_and_entropy(
     hidden: jax.Array, unembed: jax.Array, targets: jax.Array, temperature: float
 ) -> tuple[jax.Array, jax.Array]:
     """[b, c, h], [h, v], [b, c] -> log p(target) [b, c] and entropy [b, c], in fp32."""
     logits = jnp.einsum("bch,hv->bcv", hidden, unembed, preferred_element_type=jnp.float32)
-    logits = logits.astype(jnp.float32) / temperature
+    logits = constrain(logits.astype(jnp.float32) / temperature, ("batch", "seq", "act_vocab"))
     log_normalizer = jax.nn.logsumexp(logits, axis=-1)  # [b, c]
     target_logits = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
     probs = jnp.exp(logits - log_normalizer[..., None])

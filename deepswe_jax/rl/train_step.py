@@ -1,0 +1,418 @@
+"""Train state, AdamW from config, and the sharded GRPO++ update with gradient accumulation.
+
+One optimizer step over the micro-batches of a `TrainBatch`:
+
+    trainer = Trainer.from_config(config, mesh)
+    state = trainer.init_state(params)                    # nnx.State of a Qwen3ForCausalLM
+    old = [trainer.logprobs(state.params, mb) for mb in batch.micro_batches]  # if reused
+    state, metrics = trainer.step(state, batch.micro_batches, old_logprobs=old)
+
+Each micro-batch runs one jitted forward/backward that adds its gradient of the loss *sum*
+and its (sum, denominator) pair to running totals (buffers donated); one jitted update then
+divides by the total denominator, so k micro-batches give exactly the gradient of one big
+batch. Micro-batches may have different length buckets; each bucket compiles once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
+from deepswe_jax.parallel import DEFAULT_RULES, batch_sharding, state_shardings, use_rules
+from deepswe_jax.rl.batch import MicroBatch
+from deepswe_jax.rl.logprobs import token_logprobs
+from deepswe_jax.rl.loss import policy_loss, ratio_metrics
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class TrainState:
+    """step: int32 scalar (optimizer steps taken); params: the model's nnx.Param state;
+    opt_state: the optax state (its moments mirror params, shardings included)."""
+
+    step: jax.Array
+    params: nnx.State
+    opt_state: optax.OptState
+
+
+def learning_rate_schedule(rl: ml_collections.ConfigDict) -> optax.Schedule:
+    """Linear warmup from 0 over `rl.warmup_steps`, then constant `rl.lr` (DeepSWE: constant)."""
+    if rl.warmup_steps > 0:
+        return optax.linear_schedule(0.0, rl.lr, rl.warmup_steps)  # holds rl.lr afterwards
+    return optax.constant_schedule(rl.lr)
+
+
+def make_optimizer(rl: ml_collections.ConfigDict) -> optax.GradientTransformation:
+    """Global-norm clipping (`rl.grad_clip`, 0 = off) then AdamW with decay on every parameter
+    (as torch AdamW in verl, which DeepSWE trained with)."""
+    adamw = optax.adamw(
+        learning_rate_schedule(rl), b1=rl.b1, b2=rl.b2, weight_decay=rl.weight_decay
+    )
+    if rl.grad_clip > 0:
+        return optax.chain(optax.clip_by_global_norm(rl.grad_clip), adamw)
+    return adamw
+
+
+@dataclasses.dataclass(frozen=True)
+class LossSettings:
+    """The loss hyperparameters of config.rl (and the response budget of config.agent).
+
+    max_response_len: the constant of 'seq_sum_const' (config.agent.max_context).
+    logprob_chunk: sequence positions per chunk of the log-prob computation.
+    temperature: the sampler's temperature, so trainer and sampler score the same distribution.
+    """
+
+    mode: str = "seq_sum_const"
+    eps_low: float = 0.2
+    eps_high: float = 0.28
+    max_response_len: int = 32768
+    logprob_chunk: int = 1024
+    temperature: float = 1.0
+
+    @classmethod
+    def from_config(cls, config: ml_collections.ConfigDict) -> LossSettings:
+        return cls(
+            mode=config.rl.loss_mode,
+            eps_low=config.rl.eps_low,
+            eps_high=config.rl.eps_high,
+            max_response_len=config.agent.max_context,
+            logprob_chunk=config.rl.logprob_chunk,
+            temperature=config.sampler.temperature,
+        )
+
+
+def _merge_sums(a: dict[str, jax.Array], b: dict[str, jax.Array]) -> dict[str, jax.Array]:
+    """Combines metric sums: keys ending in _min / _max by min / max, the rest by addition."""
+    out = {}
+    for key, value in b.items():
+        if key.endswith("_min"):
+            out[key] = jnp.minimum(a[key], value)
+        elif key.endswith("_max"):
+            out[key] = jnp.maximum(a[key], value)
+        else:
+            out[key] = a[key] + value
+    return out
+
+
+def _batch_arrays(micro_batch: MicroBatch) -> dict[str, np.ndarray]:
+    return {
+        field.name: getattr(micro_batch, field.name) for field in dataclasses.fields(micro_batch)
+    }
+
+
+def training_flops(model_config: Qwen3Config, micro_batches: Sequence[MicroBatch]) -> float:
+    """Model FLOPs of one forward + backward: 6 N per token plus causal attention.
+
+    N counts matmul parameters (the input embedding lookup is free unless tied to the output).
+    Attention: per layer and sequence of T tokens, QK^T and AV cost 2 * T^2 * heads * head_dim
+    forward (causal halves 4 T^2 h d), times 3 for forward + backward.
+    """
+    c = model_config
+    matmul_params = c.num_parameters - (
+        0 if c.tie_word_embeddings else c.vocab_size * c.hidden_size
+    )
+    lengths = np.concatenate([mb.sequence_lengths() for mb in micro_batches]).astype(np.float64)
+    attention = 6.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * (lengths**2).sum()
+    return 6.0 * matmul_params * lengths.sum() + attention
+
+
+class Trainer:
+    """The jitted, sharded functions of GRPO++ training for one model architecture and mesh.
+
+    Args:
+      model: a Qwen3ForCausalLM (real or from nnx.eval_shape); only its structure, dtypes and
+        remat policy are used.
+      optimizer: e.g. make_optimizer(config.rl).
+      loss: LossSettings.
+      mesh: device mesh (deepswe_jax.parallel.make_mesh); rules: logical->mesh table.
+      peak_flops_per_device: for the MFU metric (e.g. 989e12 for H100 bf16 dense); None = no MFU.
+    """
+
+    def __init__(
+        self,
+        model: Qwen3ForCausalLM,
+        optimizer: optax.GradientTransformation,
+        loss: LossSettings,
+        *,
+        mesh: Mesh,
+        rules: Sequence[tuple[str, Any]] = DEFAULT_RULES,
+        peak_flops_per_device: float | None = None,
+    ):
+        self.graphdef, params = nnx.split(model, nnx.Param)
+        abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), params)
+        self.model_config = model.config
+        self.optimizer = optimizer
+        self.loss = loss
+        self.mesh = mesh
+        self.rules = tuple(rules)
+        self.peak_flops_per_device = peak_flops_per_device
+        self.param_shardings = state_shardings(abstract_params, mesh, self.rules)
+        self.batch_sharding = batch_sharding(mesh, 2, self.rules)
+        abstract_state = jax.eval_shape(self._new_state, abstract_params)
+        self.state_shardings = TrainState(
+            step=self._replicated,
+            params=self.param_shardings,
+            opt_state=state_shardings(abstract_state.opt_state, mesh, self.rules),
+        )
+        self._init = jax.jit(self._new_state, out_shardings=self.state_shardings, donate_argnums=0)
+        self._zero_grads = jax.jit(
+            lambda params: jax.tree.map(jnp.zeros_like, params), out_shardings=self.param_shardings
+        )
+        self._logprobs = jax.jit(self._score, out_shardings=self.batch_sharding)
+        self._accumulate = jax.jit(
+            self._accumulate_micro_batch,
+            out_shardings=(self.param_shardings, self._replicated),
+            donate_argnums=(1, 2),
+        )
+        self._update = jax.jit(
+            self._apply_gradients,
+            out_shardings=(self.state_shardings, self._replicated),
+            donate_argnums=0,
+        )
+
+    @classmethod
+    def from_config(cls, config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
+        """Model structure, dtypes and remat from `config`; AdamW and loss settings from config.rl."""
+        model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
+        model = nnx.eval_shape(
+            lambda: Qwen3ForCausalLM(
+                model_config,
+                rngs=nnx.Rngs(0),
+                param_dtype=jnp.dtype(config.param_dtype),
+                dtype=jnp.dtype(config.compute_dtype),
+                remat=config.remat,
+            )
+        )
+        return cls(
+            model,
+            make_optimizer(config.rl),
+            LossSettings.from_config(config),
+            mesh=mesh,
+            rules=config.sharding_rules,
+            peak_flops_per_device=config.rl.get("peak_flops_per_device"),
+        )
+
+    @property
+    def _replicated(self) -> NamedSharding:
+        return NamedSharding(self.mesh, PartitionSpec())
+
+    def _new_state(self, params: nnx.State) -> TrainState:
+        return TrainState(jnp.zeros((), jnp.int32), params, self.optimizer.init(params))
+
+    def _token_logprobs(
+        self, params: nnx.State, batch: dict[str, jax.Array]
+    ) -> tuple[jax.Array, jax.Array]:
+        model = nnx.merge(self.graphdef, params)
+        hidden = model.hidden_states(batch["input_ids"], batch["positions"], batch["segment_ids"])
+        return token_logprobs(
+            hidden,
+            model.unembed_matrix().astype(model.dtype),
+            batch["targets"],
+            chunk_size=self.loss.logprob_chunk,
+            temperature=self.loss.temperature,
+        )
+
+    def _score(self, params: nnx.State, batch: dict[str, jax.Array]) -> jax.Array:
+        return self._token_logprobs(params, batch)[0]
+
+    def _accumulate_micro_batch(
+        self,
+        params: nnx.State,
+        grads: nnx.State,
+        sums: dict[str, jax.Array],
+        batch: dict[str, jax.Array],
+        old_logprobs: jax.Array | None,
+    ) -> tuple[nnx.State, dict[str, jax.Array]]:
+        settings = self.loss
+
+        def loss_sum(params: nnx.State):
+            logprobs, entropy = self._token_logprobs(params, batch)
+            # One update per batch (DeepSWE): the old policy is the current one, exactly.
+            old = jax.lax.stop_gradient(logprobs) if old_logprobs is None else old_logprobs
+            total, denominator = policy_loss(
+                logprobs,
+                old,
+                batch["advantages"],
+                batch["loss_mask"],
+                eps_low=settings.eps_low,
+                eps_high=settings.eps_high,
+                mode=settings.mode,
+                max_response_len=settings.max_response_len,
+                segment_ids=batch["segment_ids"],
+            )
+            return total, (denominator, jax.lax.stop_gradient(logprobs), old, entropy)
+
+        (total, (denominator, logprobs, old, entropy)), micro_grads = jax.value_and_grad(
+            loss_sum, has_aux=True
+        )(params)
+        micro_sums = self._micro_sums(total, denominator, logprobs, old, entropy, batch)
+        return jax.tree.map(jnp.add, grads, micro_grads), _merge_sums(sums, micro_sums)
+
+    def _micro_sums(
+        self,
+        total: jax.Array,
+        denominator: jax.Array,
+        logprobs: jax.Array,
+        old_logprobs: jax.Array,
+        entropy: jax.Array,
+        batch: dict[str, jax.Array],
+    ) -> dict[str, jax.Array]:
+        """The summable metrics of one micro-batch (see `_merge_sums`)."""
+        mask = batch["loss_mask"]
+        clip = {"eps_low": self.loss.eps_low, "eps_high": self.loss.eps_high}
+        policy = ratio_metrics(logprobs, old_logprobs, batch["advantages"], mask, **clip)
+        sampler = ratio_metrics(
+            old_logprobs, batch["sampler_logprobs"], batch["advantages"], mask, **clip
+        )
+        return {
+            "loss_sum": total,
+            "denominator": denominator,
+            "entropy_sum": jnp.where(mask > 0, entropy, 0.0).sum(),
+            "sequence_tokens": (batch["segment_ids"] > 0).sum().astype(jnp.float32),
+            **{f"policy_{key}": value for key, value in policy.items()},
+            **{f"sampler_{key}": value for key, value in sampler.items() if "clipped" not in key},
+        }
+
+    def _initial_sums(self) -> dict[str, jax.Array]:
+        """Identity elements of `_merge_sums` for every metric key, replicated on the mesh."""
+        scalar = jax.ShapeDtypeStruct((), jnp.float32)
+        tokens = jax.ShapeDtypeStruct((1, 1), jnp.float32)
+        batch = {name: tokens for name in ("loss_mask", "advantages", "sampler_logprobs")}
+        batch["segment_ids"] = jax.ShapeDtypeStruct((1, 1), jnp.int32)
+        keys = jax.eval_shape(
+            self._micro_sums, scalar, scalar, tokens, tokens, tokens, batch
+        ).keys()
+        values = {
+            key: np.float32(
+                np.inf if key.endswith("_min") else -np.inf if key.endswith("_max") else 0
+            )
+            for key in keys
+        }
+        return jax.device_put(values, self._replicated)
+
+    def _apply_gradients(
+        self, state: TrainState, grads: nnx.State, denominator: jax.Array
+    ) -> tuple[TrainState, dict[str, jax.Array]]:
+        grads = jax.tree.map(lambda g: g / jnp.maximum(denominator, 1e-8), grads)
+        updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        metrics = {"grad_norm": optax.tree.norm(grads), "update_norm": optax.tree.norm(updates)}
+        return TrainState(state.step + 1, params, opt_state), metrics
+
+    def init_state(self, params: nnx.State) -> TrainState:
+        """Places `params` (nnx.split(model, nnx.Param)[1]; donated) on the mesh, with fresh
+        optimizer state."""
+        params = jax.device_put(params, self.param_shardings, donate=True)
+        with jax.set_mesh(self.mesh), use_rules(self.rules):
+            return self._init(params)
+
+    def _put(self, array: np.ndarray) -> jax.Array:
+        spec = self.batch_sharding.spec
+        axes = spec[0] if len(spec) else None
+        axes = (axes,) if isinstance(axes, str) else tuple(axes or ())
+        ways = math.prod(self.mesh.shape[axis] for axis in axes)
+        if array.shape[0] % ways:
+            raise ValueError(
+                f"a micro-batch of {array.shape[0]} rows does not split over the {ways}-way batch "
+                f"sharding {axes}; make config.rl.micro_batch_size a multiple of {ways}"
+            )
+        return jax.make_array_from_process_local_data(self.batch_sharding, array)
+
+    def _device_batch(self, micro_batch: MicroBatch) -> dict[str, jax.Array]:
+        return {name: self._put(array) for name, array in _batch_arrays(micro_batch).items()}
+
+    def logprobs(self, params: nnx.State, micro_batch: MicroBatch) -> jax.Array:
+        """[rows, length] log-probs of the micro-batch's targets under `params` (old log-probs)."""
+        with jax.set_mesh(self.mesh), use_rules(self.rules):
+            return self._logprobs(params, self._device_batch(micro_batch))
+
+    def accumulate_gradients(
+        self,
+        params: nnx.State,
+        micro_batches: Sequence[MicroBatch],
+        old_logprobs: Sequence[jax.Array] | None = None,
+    ) -> tuple[nnx.State, dict[str, jax.Array]]:
+        """Gradient of the summed loss over all micro-batches, and the metric sums.
+
+        The gradient of the batch loss is `grads / sums["denominator"]`; `step` applies it.
+        """
+        if not micro_batches:
+            raise ValueError("no micro-batches to train on; skip the step when a batch is empty")
+        if old_logprobs is not None and len(old_logprobs) != len(micro_batches):
+            raise ValueError(
+                f"got {len(old_logprobs)} old log-prob arrays for {len(micro_batches)} micro-batches"
+            )
+        with jax.set_mesh(self.mesh), use_rules(self.rules):
+            grads = self._zero_grads(params)
+            sums = self._initial_sums()
+            for index, micro_batch in enumerate(micro_batches):
+                old = None if old_logprobs is None else old_logprobs[index]
+                grads, sums = self._accumulate(
+                    params, grads, sums, self._device_batch(micro_batch), old
+                )
+        return grads, sums
+
+    def step(
+        self,
+        state: TrainState,
+        micro_batches: Sequence[MicroBatch],
+        old_logprobs: Sequence[jax.Array] | None = None,
+    ) -> tuple[TrainState, dict[str, float]]:
+        """One optimizer step over all `micro_batches` (state donated).
+
+        Args:
+          old_logprobs: per micro-batch, from `logprobs` before the first update on this batch;
+            None when each batch gets a single update (then old == current, exactly).
+        Returns:
+          (new state, metrics as Python floats).
+        """
+        start = time.perf_counter()
+        grads, sums = self.accumulate_gradients(state.params, micro_batches, old_logprobs)
+        with jax.set_mesh(self.mesh), use_rules(self.rules):
+            state, update_metrics = self._update(state, grads, sums["denominator"])
+        host = jax.device_get({**sums, **update_metrics, "step": state.step})
+        elapsed = time.perf_counter() - start
+        return state, self._finalize(host, micro_batches, elapsed)
+
+    def _finalize(
+        self, host: dict[str, Any], micro_batches: Sequence[MicroBatch], elapsed: float
+    ) -> dict[str, float]:
+        tokens = max(float(host["policy_tokens"]), 1.0)
+        metrics = {
+            "step": float(host["step"]),
+            "loss": float(host["loss_sum"]) / max(float(host["denominator"]), 1e-8),
+            "loss_denominator": float(host["denominator"]),
+            "clip_frac_low": float(host["policy_clipped_low"]) / tokens,
+            "clip_frac_high": float(host["policy_clipped_high"]) / tokens,
+            "policy_approx_kl": float(host["policy_approx_kl_sum"]) / tokens,
+            "ratio_mean": float(host["policy_ratio_sum"]) / tokens,
+            "ratio_min": float(host["policy_ratio_min"]),
+            "ratio_max": float(host["policy_ratio_max"]),
+            "sampler_approx_kl": float(host["sampler_approx_kl_sum"]) / tokens,
+            "sampler_ratio_mean": float(host["sampler_ratio_sum"]) / tokens,
+            "sampler_ratio_min": float(host["sampler_ratio_min"]),
+            "sampler_ratio_max": float(host["sampler_ratio_max"]),
+            "entropy": float(host["entropy_sum"]) / tokens,
+            "grad_norm": float(host["grad_norm"]),
+            "update_norm": float(host["update_norm"]),
+            "loss_tokens": float(host["policy_tokens"]),
+            "tokens": float(host["sequence_tokens"]),
+            "step_time_s": elapsed,
+            "tokens_per_s": float(host["sequence_tokens"]) / elapsed,
+        }
+        if self.peak_flops_per_device:
+            peak = self.peak_flops_per_device * self.mesh.size
+            metrics["mfu"] = training_flops(self.model_config, micro_batches) / (elapsed * peak)
+        return metrics
