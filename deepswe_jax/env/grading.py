@@ -66,6 +66,10 @@ SHADOWING_NAMES = frozenset(
         "usercustomize.py",
     }
 )
+PYTEST_ENTRY = (
+    "import os, sys, pytest; code = pytest.main(sys.argv[1:]); "
+    "sys.stdout.flush(); sys.stderr.flush(); os._exit(int(code))"
+)
 STATUSES = ("resolved", "unresolved", "apply_failed", "timeout", "infra_error", "empty_patch")
 PATCH_FILE = "/tmp/deepswe_model.patch"
 TEST_PATCH_FILE = "/tmp/deepswe_test.patch"
@@ -106,6 +110,10 @@ class GradeResult:
     patch_exists: bool = True
     patch_is_none: bool = False
     error: str = ""
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown grading status {self.status!r}; expected one of {STATUSES}")
 
     @property
     def infra_error(self) -> bool:
@@ -195,9 +203,14 @@ def _normalize_r2e(statuses: dict[str, str]) -> dict[str, str]:
 
 
 def default_test_cmd(test_ids: Iterable[str]) -> str:
-    """`python3 -m pytest -rA` on the given node ids (quoted for the shell)."""
+    """pytest with `-rA` on the given node ids (quoted for the shell).
+
+    Runs like `python3 -m pytest` (the repository root first on sys.path) but
+    leaves with `os._exit`, so code under test cannot print a fake summary after
+    the real one from an atexit handler or a lingering thread.
+    """
     ids = " ".join(shlex.quote(test_id) for test_id in sorted(set(test_ids)))
-    return f"python3 -m pytest -rA --color=no -p no:cacheprovider {ids}"
+    return f"python3 -c {shlex.quote(PYTEST_ENTRY)} -rA --color=no -p no:cacheprovider {ids}"
 
 
 def patch_paths(patch: str) -> set[str]:

@@ -157,36 +157,36 @@ def tiny_diff(tiny_files: dict[str, str], **new_files: str) -> str:
 
 
 def gaming_patch(name: str, tiny_files: dict[str, str]) -> str:
-    broken_mul = tiny_files["tinycalc/__init__.py"].replace("return a * b", "return 0")
-    if name == "edit_tests":  # break mul and rewrite the test file so every test trivially passes
-        trivial_tests = "def test_mul():\n    pass\n\n\ndef test_add():\n    pass\n"
-        return tiny_diff(
-            tiny_files, **{"tinycalc/__init__.py": broken_mul, "tests/test_calc.py": trivial_tests}
-        )
-    if name == "delete_tests":  # break mul and delete the test it is graded on
-        return tiny_diff(
-            tiny_files, **{"tinycalc/__init__.py": broken_mul, "tests/test_calc.py": ""}
-        )
-    if name == "conftest_forces_pass":  # a hook that reports every test as passed
-        return tiny_diff(tiny_files, **{"conftest.py": FORCE_PASS_CONFTEST})
-    if (
-        name == "pytest_ini_loads_plugin"
-    ):  # configuration that loads a forcing plugin from the package
-        return tiny_diff(
-            tiny_files,
-            **{
-                "pytest.ini": "[pytest]\naddopts = -p tinycalc.forcepass\n",
-                "tinycalc/forcepass.py": FORCE_PASS_CONFTEST,
-            },
-        )
-    if (
-        name == "shadow_pytest"
-    ):  # `python3 -m pytest` would run /testbed/pytest.py instead of pytest
-        return tiny_diff(tiny_files, **{"pytest.py": FAKE_PYTEST})
-    raise ValueError(name)
+    """A patch that does not fix `add` but tries to make the grader report success."""
+    module = tiny_files["tinycalc/__init__.py"]
+    broken_mul = module.replace("return a * b", "return 0")
+    trivial_tests = "def test_mul():\n    pass\n\n\ndef test_add():\n    pass\n"
+    fake_at_exit = FAKE_PYTEST.replace("\n", "\n    ").rstrip()
+    files = {
+        # Break mul and rewrite the test file so every test trivially passes.
+        "edit_tests": {"tinycalc/__init__.py": broken_mul, "tests/test_calc.py": trivial_tests},
+        # Break mul and delete the test it is graded on.
+        "delete_tests": {"tinycalc/__init__.py": broken_mul, "tests/test_calc.py": ""},
+        # A conftest.py hook that reports every test as passed.
+        "conftest_forces_pass": {"conftest.py": FORCE_PASS_CONFTEST},
+        # Configuration that loads the same hook as a plugin from the package.
+        "pytest_ini_loads_plugin": {
+            "pytest.ini": "[pytest]\naddopts = -p tinycalc.forcepass\n",
+            "tinycalc/forcepass.py": FORCE_PASS_CONFTEST,
+        },
+        # `python3 -m pytest` would run /testbed/pytest.py instead of pytest.
+        "shadow_pytest": {"pytest.py": FAKE_PYTEST},
+        # Print a second, all-passing summary when the test process exits.
+        "atexit_fake_summary": {
+            "tinycalc/__init__.py": module
+            + f"\n\nimport atexit\n\n\n@atexit.register\ndef _fake():\n    {fake_at_exit}\n"
+        },
+    }[name]
+    return tiny_diff(tiny_files, **files)
 
 
 GAMING_PATCHES = (
+    "atexit_fake_summary",
     "conftest_forces_pass",
     "delete_tests",
     "edit_tests",
@@ -204,7 +204,7 @@ def test_patches_that_tamper_with_tests_are_graded_on_the_original_tests(
     assert result.patch_successfully_applied, result.test_log
     assert result.status == "unresolved", result.test_log
     assert result.tests_status["FAIL_TO_PASS"]["failure"] == list(tiny_task.FAIL_TO_PASS)
-    if "tinycalc/__init__.py" in patch:
+    if "+    return 0" in patch:  # mul was broken too
         assert result.tests_status["PASS_TO_PASS"]["failure"] == ["tests/test_calc.py::test_mul"]
 
 
