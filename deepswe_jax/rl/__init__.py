@@ -1,1 +1,8 @@
-"""GRPO++ training: advantages, the clipped-surrogate loss, chunked log-probs, batch assembly."""
+"""GRPO++ training, one small module per piece.
+
+advantages: leave-one-out / GRPO / Dr. GRPO advantages, group statistics, compact filter.
+loss: the clipped-surrogate policy loss as (sum, denominator), importance-ratio metrics.
+logprobs: token log-probs and entropies, chunked over the sequence.
+batch: trajectories -> fixed-shape micro-batches (shifted, masked, bucketed, optionally packed).
+train_step: TrainState, AdamW from config, the sharded update with gradient accumulation.
+"""

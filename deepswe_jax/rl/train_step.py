@@ -138,6 +138,8 @@ class Trainer:
       loss: LossSettings.
       mesh: device mesh (deepswe_jax.parallel.make_mesh); rules: logical->mesh table.
       peak_flops_per_device: for the MFU metric (e.g. 989e12 for H100 bf16 dense); None = no MFU.
+      learning_rate: the optimizer's schedule, to report the rate each step used; None = not
+        reported.
     """
 
     def __init__(
@@ -149,6 +151,7 @@ class Trainer:
         mesh: Mesh,
         rules: Sequence[tuple[str, Any]] = DEFAULT_RULES,
         peak_flops_per_device: float | None = None,
+        learning_rate: optax.Schedule | None = None,
     ):
         self.graphdef, params = nnx.split(model, nnx.Param)
         abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), params)
@@ -158,6 +161,7 @@ class Trainer:
         self.mesh = mesh
         self.rules = tuple(rules)
         self.peak_flops_per_device = peak_flops_per_device
+        self.learning_rate = learning_rate
         self.param_shardings = state_shardings(abstract_params, mesh, self.rules)
         self.batch_sharding = batch_sharding(mesh, 2, self.rules)
         abstract_state = jax.eval_shape(self._new_state, abstract_params)
@@ -202,6 +206,7 @@ class Trainer:
             mesh=mesh,
             rules=config.sharding_rules,
             peak_flops_per_device=config.rl.get("peak_flops_per_device"),
+            learning_rate=learning_rate_schedule(config.rl),
         )
 
     @property
@@ -412,7 +417,10 @@ class Trainer:
             "step_time_s": elapsed,
             "tokens_per_s": float(host["sequence_tokens"]) / elapsed,
         }
+        if self.learning_rate is not None:
+            metrics["learning_rate"] = float(self.learning_rate(host["step"] - 1))
         if self.peak_flops_per_device:
             peak = self.peak_flops_per_device * self.mesh.size
-            metrics["mfu"] = training_flops(self.model_config, micro_batches) / (elapsed * peak)
+            flops = training_flops(self.model_config, micro_batches)
+            metrics["mfu"] = flops / (elapsed * peak)
         return metrics

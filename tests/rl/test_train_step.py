@@ -84,7 +84,12 @@ def single():
     """A one-device trainer with AdamW, and the batch split as 1 x 8 rows and as 2 x 4 rows."""
     mesh = make_mesh(devices=jax.devices()[:1])
     trainer = Trainer(
-        Qwen3ForCausalLM(MODEL, rngs=nnx.Rngs(0)), make_optimizer(rl_config()), LOSS, mesh=mesh
+        Qwen3ForCausalLM(MODEL, rngs=nnx.Rngs(0)),
+        make_optimizer(rl_config()),
+        LOSS,
+        mesh=mesh,
+        peak_flops_per_device=1e12,
+        learning_rate=learning_rate_schedule(rl_config()),
     )
     trajectories = make_trajectories()
     whole = assemble_batch(trajectories, micro_batch_size=8).micro_batches
@@ -167,6 +172,7 @@ def test_adamw_steps_move_logprobs_along_the_advantages(single):
     assert metrics["loss_denominator"] == 8 and metrics["loss_tokens"] == trained.sum()
     assert metrics["tokens"] == (micro_batch.segment_ids > 0).sum()
     assert metrics["ratio_mean"] == pytest.approx(1.0) and metrics["clip_frac_high"] == 0.0
+    assert metrics["learning_rate"] == pytest.approx(1e-2) and 0 < metrics["mfu"] < 1
     assert metrics["grad_norm"] > 0 and metrics["entropy"] > 0 and metrics["step_time_s"] > 0
     # The sampler's logprobs were all -0.5: the mismatch KL must show it.
     assert metrics["sampler_approx_kl"] > 0.1 and metrics["sampler_ratio_max"] < 1.0
@@ -182,8 +188,9 @@ def test_optimizer_from_config_warmup_and_clipping():
     optimizer = make_optimizer(rl)
     params = {"w": jnp.ones(3)}
     state = optimizer.init(params)
+    update = jax.jit(optimizer.update)
     for _ in range(5):
-        updates, state = optimizer.update({"w": jnp.array([300.0, -400.0, 0.0])}, state, params)
+        updates, state = update({"w": jnp.array([300.0, -400.0, 0.0])}, state, params)
     # Adam after clipping to norm 1: lr-sized steps against the gradient's sign.
     np.testing.assert_allclose(updates["w"][:2], [-1e-3, 1e-3], rtol=1e-3)
 
