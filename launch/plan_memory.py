@@ -8,7 +8,8 @@ each array's per-device size follows the config's sharding rules on the (data, f
 Optimizer state is AdamW (two moments in param_dtype); gradients match the parameters.
 Activations are an estimate for one micro-batch (rl.micro_batch_size sequences of
 agent.max_prompt_tokens + agent.max_context tokens) under the remat policy, assuming a flash
-attention kernel (no [seq, seq] scores are kept; pass --attention=xla to count them).
+attention kernel (no [seq, seq] scores are kept; pass --attention=xla to count them). The
+activation factors are checked against XLA's compiled memory analysis in tests/test_plan_memory.py.
 """
 
 from __future__ import annotations
@@ -122,7 +123,9 @@ def plan_memory(
     # Per-token elements of the tensors one layer produces (head/mlp dims split over tensor).
     qkv = (q + 2 * kv) / tensor
     projections = qkv + e + 2 * m / tensor + e  # q, k, v, attention out, gate, up, down
-    everything = 6 * e + 3 * qkv + q / tensor + 4 * m / tensor  # no remat: all intermediates
+    # Without remat every intermediate stays (norm outputs, q/k/v before and after RoPE, SwiGLU
+    # parts, fp32 upcasts); the factors match XLA's memory analysis of this model on CPU.
+    everything = 8 * e + 4 * qkv + 2 * q / tensor + 6 * m / tensor
     saved_per_token = {
         "none": everything,
         "full": e,  # the layer input only
@@ -130,9 +133,14 @@ def plan_memory(
         "offload": e,  # projections live in host memory
     }[config.remat]
     saved = int(c.num_hidden_layers * tokens * saved_per_token * act_bytes)
-    working = int(2 * tokens * everything * act_bytes) if config.remat != "none" else 0
-    if attention == "xla":
-        working += int(batch * c.num_attention_heads / tensor * seq_len * seq_len * 4)
+    # With remat, one layer is recomputed and differentiated at a time.
+    working = int(tokens * everything * act_bytes) if config.remat != "none" else 0
+    if attention == "xla":  # fp32 [heads, seq, seq] scores/probabilities: kept per layer, or live
+        scores = batch * math.ceil(c.num_attention_heads / tensor) * seq_len * seq_len * 4
+        if config.remat == "none":
+            saved += 3 * c.num_hidden_layers * scores
+        else:
+            working += 4 * scores
     chunk = config.rl.logprob_chunk or seq_len
     logits = int(3 * batch * min(chunk, seq_len) * math.ceil(c.vocab_size / tensor) * 4)
     return MemoryPlan(
@@ -162,7 +170,7 @@ def format_plan(plan: MemoryPlan, config: ConfigDict, device_memory_gb: float) -
             "2 layers, " + config.compute_dtype,
         ),
         ("saved activations", plan.saved_activations, f"remat={config.remat}"),
-        ("layer recompute/backward", plan.layer_working_set, "one layer's intermediates x 2"),
+        ("layer recompute/backward", plan.layer_working_set, "one layer's intermediates"),
         ("logits chunk", plan.logits, f"logprob_chunk={config.rl.logprob_chunk}, fp32 x 3"),
     ]
     lines = [

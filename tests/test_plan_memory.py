@@ -3,7 +3,15 @@
 import subprocess
 import sys
 
-from configs import deepswe_qwen3_32b
+import jax
+import jax.numpy as jnp
+import pytest
+from flax import nnx
+
+from configs import deepswe_qwen3_32b, tiny
+from deepswe_jax.checkpoint import restore_target
+from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
+from deepswe_jax.parallel import batch_sharding, make_mesh, state_shardings
 from launch.plan_memory import plan_memory
 
 
@@ -42,3 +50,36 @@ def test_remat_and_mesh_change_the_estimate():
     config.mesh.update(data=1, fsdp=8, tensor=1)
     eight = plan_memory(config, num_devices=8)
     assert eight.params > 7 * full.params
+
+
+@pytest.mark.parametrize("remat", ["none", "full", "save_dots"])
+def test_activation_estimate_matches_xla_memory_analysis(remat):
+    config = tiny.get_config()
+    config.model.update(
+        hidden_size=256,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        intermediate_size=768,
+        vocab_size=64,
+    )
+    config.update(remat=remat, compute_dtype="float32")
+    config.mesh.update(data=1, fsdp=4, tensor=2)
+    config.rl.micro_batch_size = 4
+    seq_len = 1024
+    plan = plan_memory(config, num_devices=8, seq_len=seq_len, attention="xla")
+
+    mesh = make_mesh(1, 4, 2)
+    model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
+    abstract = nnx.eval_shape(lambda: Qwen3ForCausalLM(model_config, rngs=nnx.Rngs(0), remat=remat))
+    graphdef, state = nnx.split(abstract)
+
+    def loss(state, input_ids):
+        return nnx.merge(graphdef, state)(input_ids).mean()
+
+    input_ids = jax.ShapeDtypeStruct((4, seq_len), jnp.int32, sharding=batch_sharding(mesh))
+    with jax.set_mesh(mesh):
+        target = restore_target(state, state_shardings(state, mesh))
+        compiled = jax.jit(jax.grad(loss)).lower(target, input_ids).compile()
+    xla_temp = compiled.memory_analysis().temp_size_in_bytes
+    estimate = plan.saved_activations + plan.layer_working_set + plan.logits
+    assert 0.6 < estimate / xla_temp < 1.6, (estimate, xla_temp)
