@@ -1,6 +1,7 @@
 """Configs: the contract's fields, Qwen3-32B's exact parameter count, command-line overrides."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -67,6 +68,8 @@ CONTRACT_FIELDS = {
     "env": ["tasks", "max_envs", "mem_limit", "cpus", "pids_limit"],
     "checkpoint": ["every", "keep", "async_save"],
 }
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _abstract_parameter_count(config: ConfigDict) -> int:
@@ -149,7 +152,9 @@ def test_command_line_overrides():
         "--config.remat=full",
         "--config.agent.max_steps=7",
     ]
-    result = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
+    result = subprocess.run(
+        command, cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=120
+    )
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert loaded["rl"]["lr"] == 3e-4
     assert loaded["mesh"]["fsdp"] == 2

@@ -1,5 +1,6 @@
 """launch/plan_memory.py: per-device bytes for the 32B config on 64 x 80 GB devices."""
 
+import os
 import subprocess
 import sys
 
@@ -14,6 +15,8 @@ from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import batch_sharding, make_mesh, state_shardings
 from launch.plan_memory import plan_memory
 
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 def test_plan_memory_runs_for_qwen3_32b_on_64_devices():
     command = [
@@ -24,7 +27,7 @@ def test_plan_memory_runs_for_qwen3_32b_on_64_devices():
         "--num_devices=64",
         "--device_memory_gb=80",
     ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "32,762,123,264" in result.stdout
     assert "fits: yes" in result.stdout
