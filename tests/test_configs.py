@@ -8,6 +8,7 @@ import textwrap
 
 import jax
 import pytest
+import tokenizers
 from flax import nnx
 from ml_collections import ConfigDict
 
@@ -161,3 +162,11 @@ def test_command_line_overrides():
     assert loaded["remat"] == "full"
     assert loaded["agent"]["max_steps"] == 7
     assert loaded["model"]["hidden_size"] == tiny.get_config().model.hidden_size
+
+
+def test_tiny_vocabulary_covers_the_test_tokenizer():
+    config = tiny.get_config()
+    tokenizer = tokenizers.Tokenizer.from_file(
+        os.path.join(REPO_ROOT, config.tokenizer, "tokenizer.json")
+    )
+    assert tokenizer.get_vocab_size(with_added_tokens=True) == config.model.vocab_size
