@@ -10,7 +10,8 @@ A parameters directory (`save_params`) holds only `params` and `model_config`, s
 step folder is also a valid parameters directory.
 
 Arrays are saved from any pytree (nnx.State, optax state, dicts) as a nested dict keyed by the
-pytree path, and restored into the structure and shardings of an abstract target: a checkpoint
+pytree path, and restored into the structure and shardings of an abstract target (build one
+with `restore_target(nnx.eval_shape(...) state, parallel.state_shardings(...))`): a checkpoint
 saved on one mesh restores onto another. Orbax writes each step into a temporary folder and
 renames it when complete, so a crash mid-save leaves the previous step as `latest_step()`.
 """
