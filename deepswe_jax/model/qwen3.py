@@ -264,7 +264,10 @@ class Qwen3ForCausalLM(nnx.Module):
         return self.lm_head[...]
 
     def _embed(self, input_ids: jax.Array) -> jax.Array:
-        x = jnp.take(self.embed_tokens[...], input_ids, axis=0).astype(self.dtype)
+        # Gather the FSDP shards of the table first (as for any weight) so the lookup and its
+        # gradient's scatter-add run on batch-sharded tokens; the gradient is reduce-scattered.
+        table = constrain(self.embed_tokens[...], ("act_vocab", None))
+        x = jnp.take(table, input_ids, axis=0).astype(self.dtype)
         return constrain(x, ("batch", "seq", "act_embed"))
 
     def _logits(self, hidden: jax.Array) -> jax.Array:

@@ -1,0 +1,155 @@
+"""Sharding on 8 fake CPU devices: rules, mesh, and sharded == single-device numerics."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
+from deepswe_jax.parallel import (
+    DEFAULT_RULES,
+    batch_sharding,
+    constrain,
+    create_sharded_model,
+    init_distributed,
+    logical_to_spec,
+    make_mesh,
+    shard_model,
+    state_shardings,
+)
+
+TINY = Qwen3Config(
+    vocab_size=128,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    rope_theta=10_000.0,
+)
+
+
+def test_make_mesh_fills_the_remaining_axis():
+    mesh = make_mesh(data=2, fsdp=-1, tensor=2)
+    assert dict(mesh.shape) == {"data": 2, "fsdp": 2, "tensor": 2}
+    assert all(t == jax.sharding.AxisType.Auto for t in mesh.axis_types)
+    with pytest.raises(ValueError, match="3 = 6 devices, but 8 are available"):
+        make_mesh(data=1, fsdp=2, tensor=3)
+
+
+def test_logical_to_spec_drops_non_dividing_and_repeated_axes():
+    mesh_shape = {"data": 2, "fsdp": 4, "tensor": 2}
+    assert logical_to_spec(("embed", "heads", "head_dim")) == P("fsdp", "tensor")
+    # 3 kv heads cannot be split over tensor=2: replicated instead of an error.
+    spec = logical_to_spec(("embed", "kv_heads"), shape=(32, 3), mesh_shape=mesh_shape)
+    assert spec == P("fsdp")
+    # batch -> (data, fsdp); a batch of 2 only takes the data axis.
+    assert logical_to_spec(("batch",), shape=(2,), mesh_shape=mesh_shape) == P("data")
+    # fsdp is already used by batch, so embed stays unsharded on the same array.
+    assert logical_to_spec(("batch", "embed"), DEFAULT_RULES) == P(("data", "fsdp"))
+    with pytest.raises(KeyError, match="logical axis 'experts' has no sharding rule"):
+        logical_to_spec(("experts",))
+
+
+def test_constrain_applies_only_under_a_mesh():
+    mesh = make_mesh(data=2, fsdp=4, tensor=1)
+
+    @jax.jit
+    def scaled(x):
+        return constrain(x * 2, ("batch", None))
+
+    x = jnp.ones((8, 4))
+    assert scaled(x).sharding.is_fully_replicated
+    with jax.set_mesh(mesh):
+        assert scaled(x).sharding.spec == P(("data", "fsdp"))
+
+
+@pytest.fixture(scope="module")
+def model() -> Qwen3ForCausalLM:
+    return nnx.jit(lambda: Qwen3ForCausalLM(TINY, rngs=nnx.Rngs(0)))()
+
+
+def packed_batch() -> tuple[jax.Array, jax.Array, jax.Array]:
+    """[8, 12] tokens, each row two segments (lengths 5 and 7) with restarting positions."""
+    ids = jnp.asarray(np.random.default_rng(0).integers(0, 128, (8, 12)))
+    positions = jnp.tile(jnp.concatenate([jnp.arange(5), jnp.arange(7)]), (8, 1))
+    segments = jnp.tile(jnp.array([1] * 5 + [2] * 7), (8, 1))
+    return ids, positions, segments
+
+
+def loss_and_logits(graphdef, state, ids, positions, segments):
+    logits = nnx.merge(graphdef, state)(ids, positions, segments)
+    targets = jnp.roll(ids, -1, axis=1)
+    logprobs = jnp.take_along_axis(jax.nn.log_softmax(logits), targets[..., None], axis=-1)
+    return -jnp.mean(logprobs), logits
+
+
+@pytest.mark.parametrize(
+    "axes", [dict(data=1, fsdp=4, tensor=2), dict(data=2, fsdp=4, tensor=1)], ids=str
+)
+def test_sharded_forward_and_gradients_match_single_device(model, axes):
+    graphdef, state = nnx.split(model)
+    batch = packed_batch()
+    grad_fn = jax.value_and_grad(lambda *a: loss_and_logits(graphdef, *a), has_aux=True)
+    (ref_loss, ref_logits), ref_grads = jax.jit(grad_fn)(state, *batch)
+
+    mesh = make_mesh(**axes)
+    param_shardings = state_shardings(state, mesh)
+    data_sharding = batch_sharding(mesh)
+    logits_sharding = NamedSharding(mesh, logical_to_spec(("batch", "seq", "act_vocab")))
+    sharded_step = jax.jit(
+        grad_fn,
+        in_shardings=(param_shardings, data_sharding, data_sharding, data_sharding),
+        out_shardings=((NamedSharding(mesh, P()), logits_sharding), param_shardings),
+    )
+    sharded_state = jax.device_put(state, param_shardings)
+    with jax.set_mesh(mesh):
+        (loss, logits), grads = sharded_step(sharded_state, *batch)
+
+    q_proj = sharded_state["layers"]["q_proj"].get_value()
+    embed = sharded_state["embed_tokens"].get_value()
+    assert q_proj.sharding.spec == P(None, "fsdp", "tensor")
+    assert embed.sharding.spec == P("tensor", "fsdp")
+    assert len(q_proj.addressable_shards) == 8
+    assert q_proj.addressable_shards[0].data.shape == (2, 32 // 4, 4 // (axes["tensor"]), 16)
+    assert grads["layers"]["q_proj"].get_value().sharding.spec == q_proj.sharding.spec
+    np.testing.assert_allclose(loss, ref_loss, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(logits, ref_logits, atol=1e-5, rtol=0)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5, rtol=0), grads, ref_grads)
+
+
+def test_sharded_decode_matches_unsharded_forward(model):
+    mesh = make_mesh(data=1, fsdp=4, tensor=2)
+    sharded = create_sharded_model(lambda: Qwen3ForCausalLM(TINY, rngs=nnx.Rngs(0)), mesh)
+    assert sharded.layers.gate_proj.get_value().sharding.spec == P(None, "fsdp", "tensor")
+    ids = jnp.asarray(np.random.default_rng(1).integers(0, 128, (4, 6)))
+    with jax.set_mesh(mesh):
+        cache = sharded.init_cache(batch_size=4, max_length=8)
+        logits, cache = nnx.jit(lambda m, i, c: m.decode(i, c))(sharded, ids, cache)
+    expected = NamedSharding(mesh, P(None, ("data", "fsdp"), None, "tensor"))
+    assert cache.keys.sharding.is_equivalent_to(expected, ndim=5)
+    np.testing.assert_allclose(logits, nnx.jit(lambda m: m(ids))(model), atol=1e-5, rtol=0)
+
+
+def test_shard_model_moves_parameters_in_place():
+    mesh = make_mesh(data=2, fsdp=2, tensor=2)
+    local = Qwen3ForCausalLM(TINY, rngs=nnx.Rngs(0), param_dtype=jnp.bfloat16)
+    before = np.asarray(local.layers.down_proj.get_value())
+    shard_model(local, mesh)
+    down_proj = local.layers.down_proj.get_value()
+    assert down_proj.sharding.spec == P(None, "tensor", "fsdp")
+    np.testing.assert_array_equal(np.asarray(down_proj), before)
+
+
+def test_init_distributed_is_a_noop_for_one_process(monkeypatch):
+    monkeypatch.delenv("JAX_NUM_PROCESSES", raising=False)
+    assert init_distributed() is False
+    monkeypatch.setenv("JAX_NUM_PROCESSES", "2")
+    with pytest.raises(ValueError, match="JAX_COORDINATOR_ADDRESS"):
+        init_distributed(process_id=0)
