@@ -1,0 +1,440 @@
+"""The outer RL loop: roll out, grade, build the batch, update the policy, log, checkpoint.
+
+    train(config, workdir)     # python launch/train.py --config=configs/tiny.py --workdir=...
+
+Iteration k (0-based; its result is checkpoint step k + 1):
+
+    tasks = tasks_for_iteration(...)           next tasks of a seeded per-epoch shuffle
+    sampler.sync_weights(params)               rollouts sample from the current policy
+    trajectories = collect_rollouts(tasks, n)  episodes in containers, graded in fresh ones
+    state = update_policy(...)                 advantages + compact filter + batch, optimizer step(s)
+    metrics -> metrics.jsonl and tensorboard/; checkpoint every config.checkpoint.every steps
+
+The loop runs config.rl.total_steps iterations with config.rl.num_iterations optimizer steps
+per batch (DeepSWE: 1). Workdir layout: config.json, metrics.jsonl, tensorboard/,
+trajectories/iter_XXXXXX.jsonl, checkpoints/<step>/. Started again on the same workdir, a run
+resumes from its latest finished checkpoint: parameters, optimizer state, step, RNG key and
+task-stream position; it then redoes the iterations after that step exactly as before when
+sampling and environments are deterministic (scripted sampler, fixed seeds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from flax import nnx
+
+from deepswe_jax.agent.chat import ChatTokenizer
+from deepswe_jax.agent.rollout import collect_rollouts
+from deepswe_jax.agent.trajectory import Trajectory, trajectories_path
+from deepswe_jax.checkpoint import (
+    TrainCheckpoints,
+    read_model_config,
+    restore_params,
+    restore_target,
+)
+from deepswe_jax.env.tasks import Task, load_tasks
+from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, load_hf_checkpoint
+from deepswe_jax.parallel import create_sharded_model, make_mesh, state_shardings
+from deepswe_jax.parallel.sharding import Rules
+from deepswe_jax.rl.batch import assemble_batch
+from deepswe_jax.rl.metrics import MetricsWriter, batch_metrics, rollout_metrics
+from deepswe_jax.rl.train_step import LossSettings, Trainer, TrainState, make_optimizer
+from deepswe_jax.sampling.base import Sampler
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "config.json"
+CHECKPOINT_DIR = "checkpoints"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunState:
+    """Where a run stands after `iteration` finished iterations (what a checkpoint restores)."""
+
+    train_state: TrainState
+    iteration: int
+    tasks_consumed: int
+    rng_key: jax.Array
+
+
+def tasks_for_iteration(
+    tasks: Sequence[Task], *, seed: int, position: int, count: int
+) -> tuple[list[Task], int]:
+    """The next `count` distinct tasks of the task stream, and the stream position after them.
+
+    The stream is epoch after epoch of `tasks`, each epoch a permutation drawn from
+    (seed, epoch), so the tasks of any iteration follow from `seed` and `position` alone.
+    A task that would repeat within one iteration (near an epoch boundary) is skipped.
+    """
+    if not 0 < count <= len(tasks):
+        raise ValueError(
+            f"config.rl.tasks_per_step={count} must be between 1 and the number of tasks "
+            f"({len(tasks)}); each task of a step gets its own rollout group"
+        )
+    chosen: dict[str, Task] = {}
+    orders: dict[int, np.ndarray] = {}
+    while len(chosen) < count:
+        epoch, index = divmod(position, len(tasks))
+        if epoch not in orders:
+            orders[epoch] = np.random.default_rng([seed, epoch]).permutation(len(tasks))
+        task = tasks[orders[epoch][index]]
+        chosen.setdefault(task.instance_id, task)
+        position += 1
+    return list(chosen.values()), position
+
+
+def update_policy(
+    trainer: Trainer,
+    state: TrainState,
+    trajectories: Sequence[Trajectory],
+    config: ml_collections.ConfigDict,
+) -> tuple[TrainState, dict[str, float]]:
+    """Batch the trajectories (advantages, compact filter) and take config.rl.num_iterations
+    optimizer steps on them; a batch without loss tokens is skipped (train/skipped = 1).
+
+    Returns the new state and the batch metrics plus the last step's train/ metrics.
+    """
+    rl = config.rl
+    batch = assemble_batch(
+        trajectories,
+        micro_batch_size=rl.micro_batch_size,
+        advantage=rl.advantage,
+        compact_filtering=rl.get("compact_filtering", True),
+    )
+    metrics = batch_metrics(batch.stats, len(batch.micro_batches))
+    if not batch.micro_batches:
+        return state, {**metrics, "train/skipped": 1.0}
+    old_logprobs = None
+    if rl.num_iterations > 1:  # several updates per batch: clip against the pre-update policy
+        old_logprobs = [trainer.logprobs(state.params, mb) for mb in batch.micro_batches]
+    for _ in range(rl.num_iterations):
+        state, train_metrics = trainer.step(state, batch.micro_batches, old_logprobs)
+    return state, {
+        **metrics,
+        "train/skipped": 0.0,
+        **{f"train/{key}": value for key, value in train_metrics.items()},
+    }
+
+
+def sharding_rules(config: ml_collections.ConfigDict) -> Rules:
+    return tuple(
+        (rule[0], tuple(rule[1]) if isinstance(rule[1], list) else rule[1])
+        for rule in config.sharding_rules
+    )
+
+
+def model_factory(config: ml_collections.ConfigDict) -> Callable[[], Qwen3ForCausalLM]:
+    """Builds the policy of config.model (seeded by config.seed, dtypes and remat from config)."""
+    model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
+
+    def make_model() -> Qwen3ForCausalLM:
+        return Qwen3ForCausalLM(
+            model_config,
+            rngs=nnx.Rngs(config.seed),
+            param_dtype=jnp.dtype(config.param_dtype),
+            dtype=jnp.dtype(config.compute_dtype),
+            remat=config.remat,
+        )
+
+    return make_model
+
+
+def _check_model_config(config: ml_collections.ConfigDict, saved: dict, source: str) -> None:
+    differing = {
+        key: (value, saved.get(key))
+        for key, value in config.model.items()
+        if saved.get(key) != value
+    }
+    if differing:
+        raise ValueError(
+            f"config.model differs from the model in {source}: "
+            + ", ".join(f"{k}={ours!r} vs {theirs!r}" for k, (ours, theirs) in differing.items())
+            + "; set config.model to that model's config.json fields"
+        )
+
+
+def initial_params(
+    config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh, rules: Rules
+) -> nnx.State:
+    """The policy's starting parameters (nnx.Param state on `mesh`) per config.init_from:
+    '' random init, a HF directory (config.json + safetensors), or an Orbax parameters /
+    training checkpoint directory."""
+    make_model = model_factory(config)
+    path = config.init_from
+    if not path:
+        return nnx.state(create_sharded_model(make_model, mesh, rules), nnx.Param)
+    if not os.path.isdir(path):
+        raise FileNotFoundError(
+            f"config.init_from={path!r} is not a directory; give a HF model directory, an Orbax "
+            "checkpoint (launch/import_hf.py output) or '' for random init"
+        )
+    if os.path.isfile(os.path.join(path, "config.json")):
+        with open(os.path.join(path, "config.json")) as f:
+            _check_model_config(config, json.load(f), path)
+        model = load_hf_checkpoint(
+            path,
+            dtype=jnp.dtype(config.param_dtype),
+            mesh=mesh,
+            rules=rules,
+            compute_dtype=jnp.dtype(config.compute_dtype),
+            remat=config.remat,
+        )
+        return nnx.state(model, nnx.Param)
+    _check_model_config(config, read_model_config(path), path)
+    _, abstract_params = nnx.split(nnx.eval_shape(make_model), nnx.Param)
+    target = restore_target(abstract_params, state_shardings(abstract_params, mesh, rules))
+    return restore_params(path, target)
+
+
+def restore_or_init(
+    config: ml_collections.ConfigDict,
+    trainer: Trainer,
+    checkpoints: TrainCheckpoints,
+    rules: Rules,
+) -> RunState:
+    """The latest finished checkpoint of the run, or a fresh start from config.init_from."""
+    step = checkpoints.latest_step()
+    if step is None:
+        params = initial_params(config, trainer.mesh, rules)
+        return RunState(trainer.init_state(params), 0, 0, jax.random.key(config.seed))
+    _, abstract_params = nnx.split(nnx.eval_shape(model_factory(config)), nnx.Param)
+    abstract_opt_state = jax.eval_shape(trainer.optimizer.init, abstract_params)
+    restored = checkpoints.restore(
+        step,
+        params=restore_target(abstract_params, trainer.state_shardings.params),
+        opt_state=restore_target(abstract_opt_state, trainer.state_shardings.opt_state),
+        mesh=trainer.mesh,
+    )
+    optimizer_steps = restored.data_position["optimizer_steps"]
+    train_state = TrainState(
+        step=jax.device_put(np.int32(optimizer_steps), trainer.state_shardings.step),
+        params=restored.params,
+        opt_state=restored.opt_state,
+    )
+    logger.info("resuming from %s", checkpoints.step_directory(step))
+    return RunState(train_state, step, restored.data_position["tasks_consumed"], restored.rng_key)
+
+
+def make_sampler(
+    config: ml_collections.ConfigDict,
+    trainer: Trainer,
+    params: nnx.State,
+    rules: Rules,
+    seed: int,
+) -> Sampler:
+    """config.sampler.kind 'jax' (in-process, on the training mesh) or 'vllm' (needs a HF
+    directory with config.json: config.sampler.hf_dir, else config.init_from)."""
+    model = nnx.merge(trainer.graphdef, params)
+    max_len = config.agent.max_prompt_tokens + config.agent.max_context
+    kind = config.sampler.kind
+    if kind == "jax":
+        from deepswe_jax.sampling.jax_sampler import JaxSampler
+
+        return JaxSampler(
+            model,
+            max_batch=config.sampler.max_batch,
+            max_cache_len=max_len,
+            mesh=trainer.mesh,
+            rules=rules,
+            seed=seed,
+        )
+    if kind == "vllm":
+        from deepswe_jax.sampling.vllm_sampler import VLLMSampler
+
+        hf_dir = config.sampler.get("hf_dir", "") or config.init_from
+        if not os.path.isfile(os.path.join(hf_dir, "config.json")):
+            raise ValueError(
+                "the vllm sampler needs a HF directory with config.json and the tokenizer; set "
+                "config.sampler.hf_dir (or start from one with config.init_from)"
+            )
+        return VLLMSampler(model, hf_dir, max_model_len=max_len, seed=seed)
+    raise ValueError(
+        f"config.sampler.kind={kind!r}; use 'jax' (in-process) or 'vllm' (GPU); scripted "
+        "samplers are passed to train(..., sampler=...)"
+    )
+
+
+def make_env_pool(config: ml_collections.ConfigDict, run_label: str) -> Any:
+    """An EnvPool with config.env's container limits and config.agent.step_timeout."""
+    from deepswe_jax.env.pool import EnvPool
+
+    try:
+        return EnvPool(
+            max_envs=config.env.max_envs,
+            run_label=run_label,
+            mem_limit=config.env.mem_limit,
+            nano_cpus=int(config.env.cpus * 1e9),
+            pids_limit=config.env.pids_limit,
+            step_timeout=config.agent.step_timeout,
+        )
+    except Exception as error:
+        raise RuntimeError(
+            f"could not open the Docker environment pool ({error}); episodes run in containers, "
+            "so start the Docker engine (check with `docker info`) or set DOCKER_HOST"
+        ) from error
+
+
+def load_task_list(config: ml_collections.ConfigDict) -> list[Task]:
+    path = Path(config.env.tasks)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"config.env.tasks={str(path)!r} does not exist (relative to {os.getcwd()}); run from "
+            "the repository root or pass --config.env.tasks=/path/to/tasks.jsonl"
+        )
+    return load_tasks(path)
+
+
+def load_tokenizer(config: ml_collections.ConfigDict) -> ChatTokenizer:
+    if not config.tokenizer:
+        raise ValueError(
+            "config.tokenizer is empty; set it to a HF tokenizer directory (the policy's HF "
+            "checkpoint, or tests/assets/tokenizer for the tiny model)"
+        )
+    return ChatTokenizer.from_directory(config.tokenizer)
+
+
+def save_config(config: ml_collections.ConfigDict, workdir: Path) -> None:
+    """Writes the resolved config to workdir/config.json, warning about changes on a resume."""
+    path = workdir / CONFIG_FILE
+    text = config.to_json_best_effort(indent=2, sort_keys=True)
+    if path.exists() and path.read_text() != text:
+        before = json.loads(path.read_text())
+        after = json.loads(text)
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        logger.warning("config differs from the one in %s (sections %s)", path, changed)
+    path.write_text(text)
+
+
+@contextlib.contextmanager
+def timed(timings: dict[str, float], name: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = time.perf_counter() - started
+
+
+def train(
+    config: ml_collections.ConfigDict,
+    workdir: str | os.PathLike,
+    *,
+    sampler: Sampler | None = None,
+    env_pool: Any = None,
+    tasks: Sequence[Task] | None = None,
+    show_progress: bool = True,
+) -> TrainState:
+    """Runs (or resumes) the RL loop of the module docstring in `workdir`; returns the final state.
+
+    sampler / env_pool / tasks: use these instead of the ones config describes (tests pass a
+    ScriptedSampler and an in-memory pool); the caller closes what it passes.
+    """
+    workdir = Path(workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    tasks = list(tasks) if tasks is not None else load_task_list(config)
+    tokenizer = load_tokenizer(config)
+    save_config(config, workdir)
+    rules = sharding_rules(config)
+    mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
+    trainer = Trainer(
+        nnx.eval_shape(model_factory(config)),
+        make_optimizer(config.rl),
+        LossSettings.from_config(config),
+        mesh=mesh,
+        rules=rules,
+        peak_flops_per_device=config.rl.get("peak_flops_per_device"),
+    )
+    ckpt = config.checkpoint
+    with contextlib.ExitStack() as stack:
+        checkpoints = stack.enter_context(
+            TrainCheckpoints(
+                workdir / CHECKPOINT_DIR,
+                every=ckpt.every,
+                keep=ckpt.keep,
+                async_save=ckpt.async_save,
+            )
+        )
+        run = restore_or_init(config, trainer, checkpoints, rules)
+        runner = stack.enter_context(asyncio.Runner())
+        if sampler is None:
+            seed = int(
+                jax.random.randint(jax.random.fold_in(run.rng_key, run.iteration), (), 0, 2**31 - 1)
+            )
+            sampler = make_sampler(config, trainer, run.train_state.params, rules, seed)
+            stack.callback(sampler.close)
+        if env_pool is None:
+            env_pool = make_env_pool(config, run_label=f"train-{workdir.name}")
+            stack.callback(lambda: runner.run(env_pool.close()))
+        writer = stack.enter_context(MetricsWriter(workdir, resume_step=run.iteration))
+        state, tasks_consumed = run.train_state, run.tasks_consumed
+        for iteration in range(run.iteration, config.rl.total_steps):
+            timings: dict[str, float] = {}
+            iteration_tasks, tasks_consumed = tasks_for_iteration(
+                tasks, seed=config.seed, position=tasks_consumed, count=config.rl.tasks_per_step
+            )
+            with timed(timings, "time/sync_s"):
+                sampler.sync_weights(state.params)
+            with timed(timings, "time/rollout_s"):
+                trajectories = runner.run(
+                    collect_rollouts(
+                        iteration_tasks,
+                        config.rl.n_rollouts,
+                        env_pool,
+                        sampler,
+                        tokenizer,
+                        config,
+                        policy_version=iteration,
+                        output_path=trajectories_path(workdir, iteration),
+                        show_progress=show_progress,
+                    )
+                )
+            if hasattr(sampler, "sleep"):  # frees accelerator memory the sampler holds
+                sampler.sleep()
+            with timed(timings, "time/train_s"):
+                state, update_metrics = update_policy(trainer, state, trajectories, config)
+            step = iteration + 1
+            with timed(timings, "time/checkpoint_s"):
+                checkpoints.save(
+                    step,
+                    params=state.params,
+                    opt_state=state.opt_state,
+                    rng_key=run.rng_key,
+                    data_position={
+                        "tasks_consumed": tasks_consumed,
+                        "optimizer_steps": int(state.step),
+                    },
+                    config=config,
+                    force=step == config.rl.total_steps,
+                )
+            metrics = {**rollout_metrics(trajectories), **update_metrics, **timings}
+            if hasattr(env_pool, "metrics"):
+                metrics.update(env_pool.metrics())
+            writer.write(step, metrics)
+            logger.info(
+                "step %d/%d: reward %.3f, pass@1 %.3f, loss %.4g; rollout %.1fs, train %.1fs, "
+                "sync %.2fs, checkpoint %.2fs",
+                step,
+                config.rl.total_steps,
+                metrics["rollout/reward_mean"],
+                metrics["rollout/pass_at_1"],
+                metrics.get("train/loss", float("nan")),
+                timings["time/rollout_s"],
+                timings["time/train_s"],
+                timings["time/sync_s"],
+                timings["time/checkpoint_s"],
+            )
+        checkpoints.wait_until_finished()
+    return state
