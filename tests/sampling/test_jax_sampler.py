@@ -158,7 +158,7 @@ def test_sync_weights_samples_new_weights_without_recompiling(model, sampler):
 
 def test_sharded_over_eight_devices_matches_forward_argmax(model):
     mesh = make_mesh(data=2, fsdp=2, tensor=2)
-    sampler = JaxSampler(model, max_batch=4, max_cache_len=32, mesh=mesh, min_prefill_len=16)
+    sampler = JaxSampler(model, max_batch=2, max_cache_len=32, mesh=mesh, min_prefill_len=16)
     requests = requests_of(SHAPES)
     completions = asyncio.run(sampler.generate(requests))
     sampler.close()
