@@ -152,6 +152,11 @@ class _SafetensorsReader:
             )
         return handle.get_tensor(name)
 
+    def close(self) -> None:
+        for handle in self._open.values():
+            handle.__exit__(None, None, None)
+        self._open.clear()
+
 
 def _place(host: np.ndarray, sharding: jax.sharding.Sharding, dtype: jnp.dtype) -> jax.Array:
     """Put a host array on devices with ``sharding``; each device copies only its own slice."""
@@ -231,29 +236,31 @@ def load_hf_checkpoint(
         value = _place(_to_model_layout(param, host, model_shape), sharding_of(variable), dtype)
         variable.set_value(value)
 
-    load_top_level(state["embed_tokens"], EMBED_NAME, "embed_tokens")
-    load_top_level(state["norm"], FINAL_NORM_NAME, "norm")
-    if not config.tie_word_embeddings:
-        load_top_level(state["lm_head"], LM_HEAD_NAME, "lm_head")
+    try:
+        load_top_level(state["embed_tokens"], EMBED_NAME, "embed_tokens")
+        load_top_level(state["norm"], FINAL_NORM_NAME, "norm")
+        if not config.tie_word_embeddings:
+            load_top_level(state["lm_head"], LM_HEAD_NAME, "lm_head")
 
-    for param in LAYER_PARAM_AXES:
-        variable = state["layers"][param]
-        stacked_shape = variable.get_value().shape
-        stacked_sharding = sharding_of(variable)
-        layer_sharding = _drop_leading_axis(stacked_sharding)
-        stacked = jax.jit(
-            lambda shape=stacked_shape: jnp.zeros(shape, dtype), out_shardings=stacked_sharding
-        )()
-        write = jax.jit(_write_layer, donate_argnums=0, out_shardings=stacked_sharding)
-        for layer in range(config.num_hidden_layers):
-            hf_name = hf_layer_name(layer, param)
-            host = reader.read(hf_name, expected[hf_name])
-            layer_value = _place(
-                _to_model_layout(param, host, stacked_shape[1:]), layer_sharding, dtype
-            )
-            stacked = write(stacked, layer_value, jnp.int32(layer))
-        variable.set_value(stacked)
-
+        for param in LAYER_PARAM_AXES:
+            variable = state["layers"][param]
+            stacked_shape = variable.get_value().shape
+            stacked_sharding = sharding_of(variable)
+            layer_sharding = _drop_leading_axis(stacked_sharding)
+            stacked = jax.jit(
+                lambda shape=stacked_shape: jnp.zeros(shape, dtype), out_shardings=stacked_sharding
+            )()
+            write = jax.jit(_write_layer, donate_argnums=0, out_shardings=stacked_sharding)
+            for layer in range(config.num_hidden_layers):
+                hf_name = hf_layer_name(layer, param)
+                host = reader.read(hf_name, expected[hf_name])
+                layer_value = _place(
+                    _to_model_layout(param, host, stacked_shape[1:]), layer_sharding, dtype
+                )
+                stacked = write(stacked, layer_value, jnp.int32(layer))
+            variable.set_value(stacked)
+    finally:
+        reader.close()
     return nnx.merge(graphdef, state)
 
 
@@ -346,13 +353,15 @@ def save_hf_checkpoint(
         ]
     file_of = {name: filenames[i] for i, names in enumerate(shards) for name in names}
 
+    last_of_shard = {names[-1]: filenames[i] for i, names in enumerate(shards)}
     pending: dict[str, np.ndarray] = {}
     for name, tensor in hf_tensor_stream(model, dtype=out_dtype):
         pending[name] = np.ascontiguousarray(tensor)
-        filename = file_of[name]
-        if name == shards[filenames.index(filename)][-1]:
+        if name in last_of_shard:
             if writer:
-                save_file(pending, os.path.join(directory, filename), metadata={"format": "pt"})
+                save_file(
+                    pending, os.path.join(directory, last_of_shard[name]), metadata={"format": "pt"}
+                )
             pending = {}
 
     if writer and len(shards) > 1:

@@ -75,7 +75,7 @@ def random_model() -> Qwen3ForCausalLM:
 
 def test_decode_through_cache_equals_full_forward(random_model):
     """Right-padded prefill of prompts with lengths 3 and 6, then one token per row per step;
-    then row 1 is reset and reused for a new sequence while row 0 keeps going."""
+    then row 1 is reset and reused for a new sequence while row 0 keeps its own."""
     model = random_model
     rng = np.random.default_rng(3)
     sequences = rng.integers(0, 128, (2, 10))
@@ -95,13 +95,18 @@ def test_decode_through_cache_equals_full_forward(random_model):
     np.testing.assert_allclose(np.concatenate(got[0]), full[0, :7], atol=1e-5, rtol=0)
     np.testing.assert_allclose(np.concatenate(got[1]), full[1, :10], atol=1e-5, rtol=0)
 
-    # Row 1 starts a new sequence (its first token) while row 0 decodes its 8th token.
+    # Row 1 starts a new sequence: its first token goes in while row 0 sits out (num_tokens 0),
+    # then both decode together.
     cache = cache.reset_rows(jnp.array([False, True]))
-    next_ids = np.array([[sequences[0, 7]], [sequences[1, 0]]])
-    logits, cache = decode_step(model, jnp.asarray(next_ids), cache, jnp.array([1, 1]))
-    np.testing.assert_array_equal(np.asarray(cache.lengths), [8, 1])
-    np.testing.assert_allclose(logits[0, 0], full[0, 7], atol=1e-5, rtol=0)
+    next_ids = np.array([[0], [sequences[1, 0]]])
+    logits, cache = decode_step(model, jnp.asarray(next_ids), cache, jnp.array([0, 1]))
+    np.testing.assert_array_equal(np.asarray(cache.lengths), [7, 1])
     np.testing.assert_allclose(logits[1, 0], full[1, 0], atol=1e-5, rtol=0)
+    next_ids = np.array([[sequences[0, 7]], [sequences[1, 1]]])
+    logits, cache = decode_step(model, jnp.asarray(next_ids), cache, jnp.array([1, 1]))
+    np.testing.assert_array_equal(np.asarray(cache.lengths), [8, 2])
+    np.testing.assert_allclose(logits[0, 0], full[0, 7], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(logits[1, 0], full[1, 1], atol=1e-5, rtol=0)
 
 
 def test_remat_policies_give_the_same_gradients(random_model):
