@@ -12,9 +12,12 @@ Experiment configs start from `get_config()` and change what differs. Field mean
   init_from            '' (random init) | HF directory | Orbax checkpoint directory.
   tokenizer            local tokenizer directory.
   rl.*                 optimizer (AdamW) and GRPO++ settings; micro_batch_size is sequences per
-                       gradient-accumulation step across all devices.
-  agent.*              episode limits (tokens, steps, seconds).
-  sampler.*            rollout sampler and sampling parameters.
+                       gradient-accumulation step across all devices; total_steps RL iterations;
+                       peak_flops_per_device for the MFU metric (None: not reported).
+  agent.*              episode limits (tokens, steps, seconds); past submit_notice_tokens
+                       response tokens the agent is told to submit (28K of 32K in DeepSWE).
+  sampler.*            rollout sampler and sampling parameters; hf_dir: HF weights for vLLM
+                       ('' = config.init_from).
   env.*                task file and container limits.
   checkpoint.*         save every k steps, keep the last n, save asynchronously.
 """
@@ -72,6 +75,7 @@ def get_config() -> ml_collections.ConfigDict:
             num_iterations=1,
             logprob_chunk=1024,
             total_steps=200,
+            peak_flops_per_device=ml_collections.config_dict.placeholder(float),
         )
     )
     config.agent = ml_collections.ConfigDict(
@@ -82,10 +86,11 @@ def get_config() -> ml_collections.ConfigDict:
             step_timeout=90.0,
             trajectory_timeout=5400.0,
             reward_timeout=300.0,
+            submit_notice_tokens=28672,
         )
     )
     config.sampler = ml_collections.ConfigDict(
-        dict(kind="vllm", temperature=1.0, top_p=1.0, top_k=0, max_batch=512)
+        dict(kind="vllm", temperature=1.0, top_p=1.0, top_k=0, max_batch=512, hf_dir="")
     )
     config.env = ml_collections.ConfigDict(
         dict(tasks="tasks/tasks.jsonl", max_envs=512, mem_limit="4g", cpus=1.0, pids_limit=512)

@@ -19,6 +19,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.mesh.tensor = 8
     # 8 sequences per micro-step: one per FSDP shard of the batch; 64 micro-steps per 512 rollouts.
     config.rl.micro_batch_size = 8
+    config.rl.peak_flops_per_device = 989e12  # H100 SXM bf16 dense, for MFU
     config.sampler.kind = "vllm"
     config.env.tasks = "tasks/tasks.jsonl"
     return config

@@ -41,6 +41,7 @@ def get_config() -> ml_collections.ConfigDict:
         step_timeout=30.0,
         trajectory_timeout=300.0,
         reward_timeout=120.0,
+        submit_notice_tokens=1792,
     )
     config.sampler.update(kind="jax", max_batch=8)
     config.env.update(max_envs=4, mem_limit="1g", cpus=1.0, pids_limit=256)

@@ -152,6 +152,7 @@ def test_command_line_overrides():
         "--config.mesh.fsdp=2",
         "--config.remat=full",
         "--config.agent.max_steps=7",
+        "--config.rl.peak_flops_per_device=1e12",
     ]
     result = subprocess.run(
         command, cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=120
@@ -161,6 +162,7 @@ def test_command_line_overrides():
     assert loaded["mesh"]["fsdp"] == 2
     assert loaded["remat"] == "full"
     assert loaded["agent"]["max_steps"] == 7
+    assert loaded["rl"]["peak_flops_per_device"] == 1e12
     assert loaded["model"]["hidden_size"] == tiny.get_config().model.hidden_size
 
 
