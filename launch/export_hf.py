@@ -1,25 +1,32 @@
 """Convert an Orbax checkpoint (import_hf output or a training run's checkpoint dir) to HF.
 
-  python -m launch.export_hf --ckpt=runs/deepswe/checkpoints --out=/ckpt/deepswe_step200 \
+  python launch/export_hf.py --ckpt=runs/deepswe/checkpoints --out=/ckpt/deepswe_step200 \
       [--max_shard_bytes=5000000000] [--dtype=bfloat16] [--config=configs/deepswe_qwen3_32b.py]
 
 A training checkpoint directory exports its latest finished step. The output loads with
 `transformers.AutoModelForCausalLM.from_pretrained` and vLLM.
 """
 
-import jax.numpy as jnp
-from absl import app, flags
-from flax import nnx
-from ml_collections import config_flags
+import os
+import sys
 
-from deepswe_jax.checkpoint import (
+# Run as a script (python launch/export_hf.py) the repository root, where configs/ lives, is not on
+# sys.path.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax.numpy as jnp  # noqa: E402
+from absl import app, flags  # noqa: E402
+from flax import nnx  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+
+from deepswe_jax.checkpoint import (  # noqa: E402
     params_directory,
     read_model_config,
     restore_params,
     restore_target,
 )
-from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, save_hf_checkpoint
-from deepswe_jax.parallel import DEFAULT_RULES, make_mesh, state_shardings
+from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, save_hf_checkpoint  # noqa: E402
+from deepswe_jax.parallel import DEFAULT_RULES, make_mesh, state_shardings  # noqa: E402
 
 _CKPT = flags.DEFINE_string("ckpt", None, "Orbax parameters directory or training checkpoint dir.")
 _OUT = flags.DEFINE_string("out", None, "Output HF directory.")

@@ -1,6 +1,6 @@
 """Convert a Hugging Face Qwen3 directory (safetensors) into an Orbax parameters checkpoint.
 
-  python -m launch.import_hf --hf_dir=/ckpt/Qwen3-32B --out=/ckpt/qwen3_32b_orbax \
+  python launch/import_hf.py --hf_dir=/ckpt/Qwen3-32B --out=/ckpt/qwen3_32b_orbax \
       [--config=configs/deepswe_qwen3_32b.py]   # mesh, sharding rules and param dtype
 
 The output is usable as `config.init_from` and converts back with launch/export_hf.py.
@@ -8,15 +8,20 @@ The output is usable as `config.init_from` and converts back with launch/export_
 
 import json
 import os
+import sys
 
-import jax.numpy as jnp
-from absl import app, flags
-from flax import nnx
-from ml_collections import config_flags
+# Run as a script (python launch/import_hf.py) the repository root, where configs/ lives, is not on
+# sys.path.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from deepswe_jax.checkpoint import save_params
-from deepswe_jax.model import load_hf_checkpoint
-from deepswe_jax.parallel import DEFAULT_RULES, make_mesh
+import jax.numpy as jnp  # noqa: E402
+from absl import app, flags  # noqa: E402
+from flax import nnx  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+
+from deepswe_jax.checkpoint import save_params  # noqa: E402
+from deepswe_jax.model import load_hf_checkpoint  # noqa: E402
+from deepswe_jax.parallel import DEFAULT_RULES, make_mesh  # noqa: E402
 
 _HF_DIR = flags.DEFINE_string("hf_dir", None, "HF model directory (config.json + safetensors).")
 _OUT = flags.DEFINE_string("out", None, "New directory for the Orbax checkpoint.")

@@ -1,6 +1,6 @@
 """Bytes per device for training a config on a mesh, before touching any accelerator.
 
-  python -m launch.plan_memory --config=configs/deepswe_qwen3_32b.py --num_devices=64 \
+  python launch/plan_memory.py --config=configs/deepswe_qwen3_32b.py --num_devices=64 \
       --device_memory_gb=80 [--mesh=1x8x8] [--config.remat=save_dots]
 
 Parameter shapes and logical axes come from `nnx.eval_shape` of the model (nothing is allocated);
@@ -16,15 +16,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import sys
 
-import jax
-import jax.numpy as jnp
-from absl import app, flags
-from flax import nnx
-from ml_collections import ConfigDict, config_flags
+# Run as a script (python launch/plan_memory.py) the repository root, where configs/ lives, is not on
+# sys.path.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
-from deepswe_jax.parallel import logical_to_spec, mesh_shape_for, variable_logical_axes
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from absl import app, flags  # noqa: E402
+from flax import nnx  # noqa: E402
+from ml_collections import ConfigDict, config_flags  # noqa: E402
+
+from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM  # noqa: E402
+from deepswe_jax.parallel import logical_to_spec, mesh_shape_for, variable_logical_axes  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.")
 _NUM_DEVICES = flags.DEFINE_integer(
