@@ -90,14 +90,22 @@ def loss_and_logits(graphdef, state, ids, positions, segments):
     return -jnp.mean(logprobs), logits
 
 
+@pytest.fixture(scope="module")
+def single_device_result(model):
+    """((loss, logits), grads) of the packed batch, computed without a mesh."""
+    graphdef, state = nnx.split(model)
+    grad_fn = jax.value_and_grad(lambda *a: loss_and_logits(graphdef, *a), has_aux=True)
+    return jax.jit(grad_fn)(state, *packed_batch())
+
+
 @pytest.mark.parametrize(
     "axes", [dict(data=1, fsdp=4, tensor=2), dict(data=2, fsdp=4, tensor=1)], ids=str
 )
-def test_sharded_forward_and_gradients_match_single_device(model, axes):
+def test_sharded_forward_and_gradients_match_single_device(model, single_device_result, axes):
     graphdef, state = nnx.split(model)
     batch = packed_batch()
     grad_fn = jax.value_and_grad(lambda *a: loss_and_logits(graphdef, *a), has_aux=True)
-    (ref_loss, ref_logits), ref_grads = jax.jit(grad_fn)(state, *batch)
+    (ref_loss, ref_logits), ref_grads = single_device_result
 
     mesh = make_mesh(**axes)
     param_shardings = state_shardings(state, mesh)
@@ -137,9 +145,9 @@ def test_sharded_decode_matches_unsharded_forward(model):
     np.testing.assert_allclose(logits, nnx.jit(lambda m: m(ids))(model), atol=1e-5, rtol=0)
 
 
-def test_shard_model_moves_parameters_in_place():
+def test_shard_model_moves_parameters_in_place(model):
     mesh = make_mesh(data=2, fsdp=2, tensor=2)
-    local = Qwen3ForCausalLM(TINY, rngs=nnx.Rngs(0), param_dtype=jnp.bfloat16)
+    local = nnx.merge(*nnx.split(model))
     before = np.asarray(local.layers.down_proj.get_value())
     shard_model(local, mesh)
     down_proj = local.layers.down_proj.get_value()
