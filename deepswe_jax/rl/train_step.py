@@ -1,4 +1,4 @@
-"""Train state, AdamW from config, and the sharded GRPO++ update with gradient accumulation.
+"""Train state, AdamW from config, and the sharded update with gradient accumulation.
 
 One optimizer step over the micro-batches of a `TrainBatch`:
 
@@ -11,6 +11,9 @@ Each micro-batch runs one jitted forward/backward that adds its gradient of the 
 and its (sum, denominator) pair to running totals (buffers donated); one jitted update then
 divides by the total denominator, so k micro-batches give exactly the gradient of one big
 batch. Micro-batches may have different length buckets; each bucket compiles once.
+
+The objective is pluggable (`MicroBatchLoss`): GRPO++ (`PolicyGradientLoss`) by default;
+supervised losses (rl/sft.py) train on the same machinery.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -93,6 +96,81 @@ class LossSettings:
         )
 
 
+class MicroBatchLoss(Protocol):
+    """A training objective evaluated one micro-batch at a time inside the jitted step.
+
+    __call__(logprobs, entropy, batch) -> (loss_sum, denominator, metric_sums):
+      logprobs / entropy: [rows, length] float32 under the current params (logprobs carries the
+        gradient); batch: the micro-batch's arrays by MicroBatch field name, plus
+        "old_logprobs" [rows, length] (the policy before this batch's first update; equal to
+        stop_gradient(logprobs) when each batch gets one update).
+      The batch loss is sum(loss_sum) / sum(denominator) over micro-batches, so accumulation is
+      exact. metric_sums: float32 scalars combined across micro-batches by summation, or by
+      min / max for keys ending in _min / _max.
+    summarize(sums) -> metrics: host-side metrics (Python floats) from the combined
+      metric_sums of one step.
+    """
+
+    def __call__(
+        self, logprobs: jax.Array, entropy: jax.Array, batch: dict[str, jax.Array]
+    ) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]: ...
+
+    def summarize(self, sums: dict[str, float]) -> dict[str, float]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyGradientLoss:
+    """GRPO++ (rl/loss.py policy_loss) with importance-ratio metrics against the old policy and
+    against the sampler's log-probs (trainer/sampler mismatch). A `MicroBatchLoss`."""
+
+    settings: LossSettings
+
+    def __call__(
+        self, logprobs: jax.Array, entropy: jax.Array, batch: dict[str, jax.Array]
+    ) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]:
+        settings = self.settings
+        old = batch["old_logprobs"]
+        total, denominator = policy_loss(
+            logprobs,
+            old,
+            batch["advantages"],
+            batch["loss_mask"],
+            eps_low=settings.eps_low,
+            eps_high=settings.eps_high,
+            mode=settings.mode,
+            max_response_len=settings.max_response_len,
+            segment_ids=batch["segment_ids"],
+        )
+        mask = batch["loss_mask"]
+        clip = {"eps_low": settings.eps_low, "eps_high": settings.eps_high}
+        current = jax.lax.stop_gradient(logprobs)
+        policy = ratio_metrics(current, old, batch["advantages"], mask, **clip)
+        sampler = ratio_metrics(old, batch["sampler_logprobs"], batch["advantages"], mask, **clip)
+        return (
+            total,
+            denominator,
+            {
+                **{f"policy_{key}": value for key, value in policy.items()},
+                **{f"sampler_{k}": v for k, v in sampler.items() if "clipped" not in k},
+            },
+        )
+
+    def summarize(self, sums: dict[str, float]) -> dict[str, float]:
+        tokens = max(float(sums["policy_tokens"]), 1.0)
+        return {
+            "clip_frac_low": float(sums["policy_clipped_low"]) / tokens,
+            "clip_frac_high": float(sums["policy_clipped_high"]) / tokens,
+            "policy_approx_kl": float(sums["policy_approx_kl_sum"]) / tokens,
+            "ratio_mean": float(sums["policy_ratio_sum"]) / tokens,
+            "ratio_min": float(sums["policy_ratio_min"]),
+            "ratio_max": float(sums["policy_ratio_max"]),
+            "sampler_approx_kl": float(sums["sampler_approx_kl_sum"]) / tokens,
+            "sampler_ratio_mean": float(sums["sampler_ratio_sum"]) / tokens,
+            "sampler_ratio_min": float(sums["sampler_ratio_min"]),
+            "sampler_ratio_max": float(sums["sampler_ratio_max"]),
+        }
+
+
 def _merge_sums(a: dict[str, jax.Array], b: dict[str, jax.Array]) -> dict[str, jax.Array]:
     """Combines metric sums: keys ending in _min / _max by min / max, the rest by addition."""
     out = {}
@@ -129,13 +207,14 @@ def training_flops(model_config: Qwen3Config, micro_batches: Sequence[MicroBatch
 
 
 class Trainer:
-    """The jitted, sharded functions of GRPO++ training for one model architecture and mesh.
+    """The jitted, sharded functions of training for one model architecture, objective and mesh.
 
     Args:
       model: a Qwen3ForCausalLM (real or from nnx.eval_shape); only its structure, dtypes and
         remat policy are used.
       optimizer: e.g. make_optimizer(config.rl).
-      loss: LossSettings.
+      loss: LossSettings (log-prob chunking and temperature; GRPO++ hyperparameters).
+      loss_fn: the per-micro-batch objective; None = GRPO++, PolicyGradientLoss(loss).
       mesh: device mesh (deepswe_jax.parallel.make_mesh); rules: logical->mesh table.
       peak_flops_per_device: for the MFU metric (e.g. 989e12 for H100 bf16 dense); None = no MFU.
       learning_rate: the optimizer's schedule, to report the rate each step used; None = not
@@ -152,12 +231,15 @@ class Trainer:
         rules: Sequence[tuple[str, Any]] = DEFAULT_RULES,
         peak_flops_per_device: float | None = None,
         learning_rate: optax.Schedule | None = None,
+        loss_fn: MicroBatchLoss | None = None,
     ):
         self.graphdef, params = nnx.split(model, nnx.Param)
         abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), params)
+        self._abstract_params = abstract_params
         self.model_config = model.config
         self.optimizer = optimizer
         self.loss = loss
+        self.loss_fn = PolicyGradientLoss(loss) if loss_fn is None else loss_fn
         self.mesh = mesh
         self.rules = tuple(rules)
         self.peak_flops_per_device = peak_flops_per_device
@@ -232,6 +314,33 @@ class Trainer:
     def _score(self, params: nnx.State, batch: dict[str, jax.Array]) -> jax.Array:
         return self._token_logprobs(params, batch)[0]
 
+    def _micro_batch_gradients(
+        self, params: nnx.State, batch: dict[str, jax.Array], old_logprobs: jax.Array | None
+    ) -> tuple[nnx.State, dict[str, jax.Array]]:
+        """Gradient of one micro-batch's loss sum, and its metric sums (see `_merge_sums`)."""
+
+        def loss_sum(params: nnx.State):
+            logprobs, entropy = self._token_logprobs(params, batch)
+            # One update per batch (DeepSWE): the old policy is the current one, exactly.
+            old = jax.lax.stop_gradient(logprobs) if old_logprobs is None else old_logprobs
+            total, denominator, metrics = self.loss_fn(
+                logprobs, entropy, {**batch, "old_logprobs": old}
+            )
+            return total, (denominator, metrics, entropy)
+
+        (total, (denominator, metrics, entropy)), grads = jax.value_and_grad(
+            loss_sum, has_aux=True
+        )(params)
+        mask = batch["loss_mask"]
+        sums = {
+            "loss_sum": total,
+            "denominator": denominator,
+            "loss_tokens": (mask > 0).sum().astype(jnp.float32),
+            "entropy_sum": jnp.where(mask > 0, entropy, 0.0).sum(),
+            "sequence_tokens": (batch["segment_ids"] > 0).sum().astype(jnp.float32),
+        }
+        return grads, {**sums, **metrics}
+
     def _accumulate_micro_batch(
         self,
         params: nnx.State,
@@ -240,70 +349,19 @@ class Trainer:
         batch: dict[str, jax.Array],
         old_logprobs: jax.Array | None,
     ) -> tuple[nnx.State, dict[str, jax.Array]]:
-        settings = self.loss
-
-        def loss_sum(params: nnx.State):
-            logprobs, entropy = self._token_logprobs(params, batch)
-            # One update per batch (DeepSWE): the old policy is the current one, exactly.
-            old = jax.lax.stop_gradient(logprobs) if old_logprobs is None else old_logprobs
-            total, denominator = policy_loss(
-                logprobs,
-                old,
-                batch["advantages"],
-                batch["loss_mask"],
-                eps_low=settings.eps_low,
-                eps_high=settings.eps_high,
-                mode=settings.mode,
-                max_response_len=settings.max_response_len,
-                segment_ids=batch["segment_ids"],
-            )
-            return total, (denominator, jax.lax.stop_gradient(logprobs), old, entropy)
-
-        (total, (denominator, logprobs, old, entropy)), micro_grads = jax.value_and_grad(
-            loss_sum, has_aux=True
-        )(params)
-        micro_sums = self._micro_sums(total, denominator, logprobs, old, entropy, batch)
+        micro_grads, micro_sums = self._micro_batch_gradients(params, batch, old_logprobs)
         return jax.tree.map(jnp.add, grads, micro_grads), _merge_sums(sums, micro_sums)
 
-    def _micro_sums(
-        self,
-        total: jax.Array,
-        denominator: jax.Array,
-        logprobs: jax.Array,
-        old_logprobs: jax.Array,
-        entropy: jax.Array,
-        batch: dict[str, jax.Array],
-    ) -> dict[str, jax.Array]:
-        """The summable metrics of one micro-batch (see `_merge_sums`)."""
-        mask = batch["loss_mask"]
-        clip = {"eps_low": self.loss.eps_low, "eps_high": self.loss.eps_high}
-        policy = ratio_metrics(logprobs, old_logprobs, batch["advantages"], mask, **clip)
-        sampler = ratio_metrics(
-            old_logprobs, batch["sampler_logprobs"], batch["advantages"], mask, **clip
+    def _initial_sums(self, batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
+        """Identity elements of `_merge_sums` for every metric key of `batch`'s loss, replicated."""
+        _, abstract_sums = jax.eval_shape(
+            self._micro_batch_gradients, self._abstract_params, batch, None
         )
-        return {
-            "loss_sum": total,
-            "denominator": denominator,
-            "entropy_sum": jnp.where(mask > 0, entropy, 0.0).sum(),
-            "sequence_tokens": (batch["segment_ids"] > 0).sum().astype(jnp.float32),
-            **{f"policy_{key}": value for key, value in policy.items()},
-            **{f"sampler_{key}": value for key, value in sampler.items() if "clipped" not in key},
-        }
-
-    def _initial_sums(self) -> dict[str, jax.Array]:
-        """Identity elements of `_merge_sums` for every metric key, replicated on the mesh."""
-        scalar = jax.ShapeDtypeStruct((), jnp.float32)
-        tokens = jax.ShapeDtypeStruct((1, 1), jnp.float32)
-        batch = {name: tokens for name in ("loss_mask", "advantages", "sampler_logprobs")}
-        batch["segment_ids"] = jax.ShapeDtypeStruct((1, 1), jnp.int32)
-        keys = jax.eval_shape(
-            self._micro_sums, scalar, scalar, tokens, tokens, tokens, batch
-        ).keys()
         values = {
             key: np.float32(
                 np.inf if key.endswith("_min") else -np.inf if key.endswith("_max") else 0
             )
-            for key in keys
+            for key in abstract_sums
         }
         return jax.device_put(values, self._replicated)
 
@@ -361,12 +419,13 @@ class Trainer:
             )
         with jax.set_mesh(self.mesh), use_rules(self.rules):
             grads = self._zero_grads(params)
-            sums = self._initial_sums()
+            sums = None
             for index, micro_batch in enumerate(micro_batches):
                 old = None if old_logprobs is None else old_logprobs[index]
-                grads, sums = self._accumulate(
-                    params, grads, sums, self._device_batch(micro_batch), old
-                )
+                batch = self._device_batch(micro_batch)
+                if sums is None:
+                    sums = self._initial_sums(batch)
+                grads, sums = self._accumulate(params, grads, sums, batch, old)
         return grads, sums
 
     def step(
@@ -394,25 +453,16 @@ class Trainer:
     def _finalize(
         self, host: dict[str, Any], micro_batches: Sequence[MicroBatch], elapsed: float
     ) -> dict[str, float]:
-        tokens = max(float(host["policy_tokens"]), 1.0)
+        loss_tokens = max(float(host["loss_tokens"]), 1.0)
         metrics = {
             "step": float(host["step"]),
             "loss": float(host["loss_sum"]) / max(float(host["denominator"]), 1e-8),
             "loss_denominator": float(host["denominator"]),
-            "clip_frac_low": float(host["policy_clipped_low"]) / tokens,
-            "clip_frac_high": float(host["policy_clipped_high"]) / tokens,
-            "policy_approx_kl": float(host["policy_approx_kl_sum"]) / tokens,
-            "ratio_mean": float(host["policy_ratio_sum"]) / tokens,
-            "ratio_min": float(host["policy_ratio_min"]),
-            "ratio_max": float(host["policy_ratio_max"]),
-            "sampler_approx_kl": float(host["sampler_approx_kl_sum"]) / tokens,
-            "sampler_ratio_mean": float(host["sampler_ratio_sum"]) / tokens,
-            "sampler_ratio_min": float(host["sampler_ratio_min"]),
-            "sampler_ratio_max": float(host["sampler_ratio_max"]),
-            "entropy": float(host["entropy_sum"]) / tokens,
+            **self.loss_fn.summarize(host),
+            "entropy": float(host["entropy_sum"]) / loss_tokens,
             "grad_norm": float(host["grad_norm"]),
             "update_norm": float(host["update_norm"]),
-            "loss_tokens": float(host["policy_tokens"]),
+            "loss_tokens": float(host["loss_tokens"]),
             "tokens": float(host["sequence_tokens"]),
             "step_time_s": elapsed,
             "tokens_per_s": float(host["sequence_tokens"]) / elapsed,
