@@ -83,6 +83,23 @@ class ExecResult:
     duration_s: float
 
 
+def git_diff_script(base_commit: str) -> str:
+    """Bash script, run in the repository, that writes to PATCH_FILE everything changed since
+    `base_commit` (new files included via a throwaway index; .gitignore'd files and
+    DIFF_EXCLUDES left out; binary changes in git's binary format). Shared by every runtime."""
+    excludes = " ".join(shlex.quote(f":(exclude,glob){p}") for p in DIFF_EXCLUDES)
+    git = "git -c safe.directory='*' -c core.quotepath=false"
+    return (
+        "set -e\n"
+        'index="$(mktemp)"\n'
+        "trap 'rm -f \"$index\"' EXIT\n"
+        'cp .git/index "$index" 2>/dev/null || rm -f "$index"\n'
+        f'GIT_INDEX_FILE="$index" {git} add -A -- . {excludes}\n'
+        f'GIT_INDEX_FILE="$index" {git} diff --cached --binary --no-color --no-ext-diff '
+        f"--src-prefix=a/ --dst-prefix=b/ {shlex.quote(base_commit)} > {PATCH_FILE}\n"
+    )
+
+
 # ---------------------------------------------------------------- ownership and cleanup
 
 
@@ -536,18 +553,9 @@ class DockerRuntime:
         Raises:
           GitDiffError: git failed (no repository at `repo`, unknown base commit, ...).
         """
-        excludes = " ".join(shlex.quote(f":(exclude,glob){p}") for p in DIFF_EXCLUDES)
-        git = "git -c safe.directory='*' -c core.quotepath=false"
-        script = (
-            "set -e\n"
-            'index="$(mktemp)"\n'
-            "trap 'rm -f \"$index\"' EXIT\n"
-            'cp .git/index "$index" 2>/dev/null || rm -f "$index"\n'
-            f'GIT_INDEX_FILE="$index" {git} add -A -- . {excludes}\n'
-            f'GIT_INDEX_FILE="$index" {git} diff --cached --binary --no-color --no-ext-diff '
-            f"--src-prefix=a/ --dst-prefix=b/ {shlex.quote(base_commit)} > {PATCH_FILE}\n"
+        result = self.run(
+            git_diff_script(base_commit), timeout=timeout, workdir=repo if repo else TESTBED
         )
-        result = self.run(script, timeout=timeout, workdir=repo if repo else TESTBED)
         if result.exit_code != 0:
             reason = "timed out" if result.timed_out else f"exit code {result.exit_code}"
             raise GitDiffError(
