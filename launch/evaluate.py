@@ -1,0 +1,102 @@
+"""Evaluate a policy on a task set: k runs per task, SWE-bench outputs, Pass@1 / pass@k / Best@k.
+
+  # the task set and the grader: every gold patch resolves, no patch resolves nothing
+  python launch/evaluate.py --policy=gold --output_dir=/tmp/eval_gold
+  python launch/evaluate.py --policy=empty --output_dir=/tmp/eval_empty
+
+  # a policy (Orbax checkpoint, training checkpoints/ folder or HF directory) in the JaxSampler
+  python launch/evaluate.py --policy=/tmp/tiny_run/checkpoints --config=configs/tiny.py \\
+      --num_runs=8 --temperature=1.0 --max_steps=100 --output_dir=/tmp/eval_tiny
+
+Run again with the same --output_dir to resume an interrupted evaluation. Outputs (see
+deepswe_jax.verify.evaluation): run_XX/predictions.jsonl for the SWE-bench harness,
+run_XX/report.json, run_XX/run_report.json, trajectories.jsonl, summary.json, and with
+--select the Best@k curves in summary.json and curves.png.
+"""
+
+import logging
+import os
+import sys
+
+# Run as a script (python launch/evaluate.py), the repository root is not on sys.path; configs/
+# and deepswe_jax/ live there.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import app, flags  # noqa: E402
+from absl import logging as absl_logging  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+
+from configs import common  # noqa: E402
+from deepswe_jax.verify import evaluation  # noqa: E402
+from deepswe_jax.verify.select import SELECTORS  # noqa: E402
+
+SELECT_UNAVAILABLE = "--select needs deepswe_jax/verify/verifier.py and verify/execution.py"
+_CONFIG = config_flags.DEFINE_config_file(
+    "config",
+    None,
+    "Experiment config (agent limits, sampler, mesh, dtypes, env); required for a model policy. "
+    "Default for gold/empty: configs/common.py.",
+)
+_POLICY = flags.DEFINE_string(
+    "policy", None, "'gold', 'empty', or a policy directory (Orbax checkpoint or HF model)."
+)
+_OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where outputs go; reuse it to resume.")
+_TASKS = flags.DEFINE_string("tasks", None, "Task file (default: config.env.tasks).")
+_INSTANCE_IDS = flags.DEFINE_list("instance_ids", [], "Evaluate only these tasks.")
+_NUM_RUNS = flags.DEFINE_integer("num_runs", 1, "Runs (candidates) per task: the k of pass@k.")
+_TEMPERATURE = flags.DEFINE_float("temperature", None, "Sampling temperature (config.sampler).")
+_MAX_STEPS = flags.DEFINE_integer("max_steps", None, "Steps per episode (config.agent).")
+_MAX_CONTEXT = flags.DEFINE_integer(
+    "max_context", None, "Token budget after the prompt per episode (config.agent)."
+)
+_MODEL_NAME = flags.DEFINE_string(
+    "model_name", None, "model_name_or_path in predictions (default: the policy's name)."
+)
+_SELECT = flags.DEFINE_list(
+    "select", [], f"Best@k selectors to report, any of {sorted(SELECTORS)}."
+)
+_VERIFIER = flags.DEFINE_string(
+    "verifier", None, "Execution-free verifier checkpoint (for --select=verifier/hybrid)."
+)
+_MAX_ENVS = flags.DEFINE_integer("max_envs", None, "Containers at once (config.env.max_envs).")
+_GRADE_CONCURRENCY = flags.DEFINE_integer("grade_concurrency", 2, "Gradings at once.")
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments {argv[1:]}; overrides look like --config.x=y")
+    absl_logging.set_verbosity(absl_logging.WARNING)
+    logging.getLogger("deepswe_jax").setLevel(logging.INFO)
+    policy = _POLICY.value
+    if _CONFIG.value is None and policy not in evaluation.FIXED_PATCH_POLICIES:
+        raise app.UsageError(
+            "a model policy needs --config=configs/<experiment>.py (agent limits, sampler, mesh)"
+        )
+    if _SELECT.value:
+        raise app.UsageError(SELECT_UNAVAILABLE)
+    config = _CONFIG.value if _CONFIG.value is not None else common.get_config()
+    if _TEMPERATURE.value is not None:
+        config.sampler.temperature = _TEMPERATURE.value
+    if _MAX_STEPS.value is not None:
+        config.agent.max_steps = _MAX_STEPS.value
+    if _MAX_CONTEXT.value is not None:
+        config.agent.max_context = _MAX_CONTEXT.value
+        config.agent.submit_notice_tokens = min(
+            config.agent.submit_notice_tokens, _MAX_CONTEXT.value
+        )
+    if _MAX_ENVS.value is not None:
+        config.env.max_envs = _MAX_ENVS.value
+    evaluation.run_evaluation(
+        config,
+        policy,
+        _OUTPUT_DIR.value,
+        tasks=evaluation.load_eval_tasks(_TASKS.value or config.env.tasks, _INSTANCE_IDS.value),
+        num_runs=_NUM_RUNS.value,
+        model_name=_MODEL_NAME.value,
+        grade_concurrency=_GRADE_CONCURRENCY.value,
+    )
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["policy", "output_dir"])
+    app.run(main)
