@@ -10,8 +10,8 @@
 
 Run again with the same --output_dir to resume an interrupted evaluation. Outputs (see
 deepswe_jax.verify.evaluation): run_XX/predictions.jsonl for the SWE-bench harness,
-run_XX/report.json, run_XX/run_report.json, trajectories.jsonl, summary.json, and with
---select the Best@k curves in summary.json and curves.png.
+run_XX/report.json, run_XX/run_report.json, trajectories.jsonl, summary.json and curves.png
+(pass@k, and with --select the Best@k curves).
 """
 
 import logging

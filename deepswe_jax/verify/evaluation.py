@@ -21,7 +21,7 @@ output_dir:
     run_00/run_report.json    SWE-bench run report: resolved / unresolved / empty_patch / error ids
     summary.json              Pass@1 +- stderr over runs, pass@k, Best@k, statuses, stop reasons,
                               mean steps and tokens
-    curves.png                pass@k and Best@k against k (with selectors)
+    curves.png                pass@k (and Best@k with selectors) against k
 
 Resuming: started again on the same output_dir, finished (task, run) pairs are read back from
 trajectories.jsonl and skipped (a line torn by a kill is dropped); pairs whose grading hit an
@@ -644,13 +644,12 @@ async def evaluate(
         "wall_s": time.perf_counter() - started,
     }
     (output_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
-    if best_at_k:
-        plot_curves(
-            output_dir / CURVES_FILE,
-            metrics.pass_at_k_curve(resolved_matrix(tasks, trajectories, num_runs)),
-            best_at_k,
-            title=f"{model_name}: {len(tasks)} tasks",
-        )
+    plot_curves(
+        output_dir / CURVES_FILE,
+        metrics.pass_at_k_curve(resolved_matrix(tasks, trajectories, num_runs)),
+        best_at_k,
+        title=f"{model_name}: {len(tasks)} tasks, {num_runs} runs each",
+    )
     logger.info("%s", format_summary(summary))
     return summary
 

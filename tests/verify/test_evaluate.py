@@ -218,6 +218,7 @@ def test_empty_policy_resolves_nothing(tmp_path):
         run_report = json.loads((directory / "run_report.json").read_text())
         assert run_report["empty_patch_ids"] == ONE_PER_REPO
         assert run_report["resolved_ids"] == []
+    assert (output_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def agent_config() -> ml_collections.ConfigDict:
