@@ -1,6 +1,10 @@
 """A few-million-parameter Qwen3 that runs the whole RL loop on 2 CPU cores.
 
-python -m launch.train --config=configs/tiny.py --config.rl.lr=3e-4
+python launch/train.py --config=configs/tiny.py --workdir=/tmp/tiny_run --config.rl.lr=3e-4
+
+The random model writes noise, so every episode ends on its 64-token budget after one turn
+(the shipped tasks' prompts are 1,239-1,427 tokens with the test tokenizer). Compact filtering
+would mask all of them; it is off so each iteration still runs the train step.
 """
 
 import ml_collections
@@ -33,17 +37,23 @@ def get_config() -> ml_collections.ConfigDict:
         micro_batch_size=4,
         logprob_chunk=512,
         total_steps=3,
+        compact_filtering=False,
     )
     config.agent.update(
         max_steps=4,
-        max_prompt_tokens=1024,
-        max_context=2048,
+        max_prompt_tokens=1536,
+        max_context=64,
         step_timeout=30.0,
         trajectory_timeout=300.0,
         reward_timeout=120.0,
-        submit_notice_tokens=1792,
+        submit_notice_tokens=56,
     )
     config.sampler.update(kind="jax", max_batch=8)
-    config.env.update(max_envs=4, mem_limit="1g", cpus=1.0, pids_limit=256)
+    config.env.update(max_envs=8, mem_limit="1g", cpus=1.0, pids_limit=256)
     config.checkpoint.update(every=1, keep=2)
     return config
+
+
+def get_sweep() -> list[dict]:
+    """Three learning rates: python launch/sweep.py --config=configs/tiny.py --workdir=/tmp/sweep"""
+    return [{"rl.lr": lr} for lr in (1e-4, 3e-4, 1e-3)]

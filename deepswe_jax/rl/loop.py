@@ -131,6 +131,8 @@ def update_policy(
 
 
 def sharding_rules(config: ml_collections.ConfigDict) -> Rules:
+    """config.sharding_rules as (logical axis, mesh axes) pairs; lists (from a command line or
+    JSON) become tuples."""
     return tuple(
         (rule[0], tuple(rule[1]) if isinstance(rule[1], list) else rule[1])
         for rule in config.sharding_rules
@@ -321,11 +323,46 @@ def save_config(config: ml_collections.ConfigDict, workdir: Path) -> None:
 
 @contextlib.contextmanager
 def timed(timings: dict[str, float], name: str) -> Iterator[None]:
+    """Adds the block's wall-clock seconds to `timings[name]`."""
     started = time.perf_counter()
     try:
         yield
     finally:
         timings[name] = time.perf_counter() - started
+
+
+def make_trainer(config: ml_collections.ConfigDict, rules: Rules) -> Trainer:
+    """The jitted GRPO++ train step for config.model on the config.mesh of all devices."""
+    return Trainer(
+        nnx.eval_shape(model_factory(config)),
+        make_optimizer(config.rl),
+        LossSettings.from_config(config),
+        mesh=make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor),
+        rules=rules,
+        peak_flops_per_device=config.rl.get("peak_flops_per_device"),
+    )
+
+
+def sampler_seed(run: RunState) -> int:
+    """The sampler's seed: from the run's key and the iteration it (re)starts at."""
+    key = jax.random.fold_in(run.rng_key, run.iteration)
+    return int(jax.random.randint(key, (), 0, 2**31 - 1))
+
+
+def log_progress(step: int, total_steps: int, metrics: dict[str, float]) -> None:
+    logger.info(
+        "step %d/%d: reward %.3f, pass@1 %.3f, loss %.4g; rollout %.1fs, train %.1fs, "
+        "sync %.2fs, checkpoint %.2fs",
+        step,
+        total_steps,
+        metrics["rollout/reward_mean"],
+        metrics["rollout/pass_at_1"],
+        metrics.get("train/loss", float("nan")),
+        metrics["time/rollout_s"],
+        metrics["time/train_s"],
+        metrics["time/sync_s"],
+        metrics["time/checkpoint_s"],
+    )
 
 
 def train(
@@ -348,43 +385,33 @@ def train(
     tokenizer = load_tokenizer(config)
     save_config(config, workdir)
     rules = sharding_rules(config)
-    mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
-    trainer = Trainer(
-        nnx.eval_shape(model_factory(config)),
-        make_optimizer(config.rl),
-        LossSettings.from_config(config),
-        mesh=mesh,
-        rules=rules,
-        peak_flops_per_device=config.rl.get("peak_flops_per_device"),
-    )
-    ckpt = config.checkpoint
+    trainer = make_trainer(config, rules)
     with contextlib.ExitStack() as stack:
+        runner = stack.enter_context(asyncio.Runner())
+        if env_pool is None:  # before the model loads: a missing Docker engine fails fast
+            env_pool = make_env_pool(config, run_label=f"train-{workdir.name}")
+            stack.callback(lambda: runner.run(env_pool.close()))
         checkpoints = stack.enter_context(
             TrainCheckpoints(
                 workdir / CHECKPOINT_DIR,
-                every=ckpt.every,
-                keep=ckpt.keep,
-                async_save=ckpt.async_save,
+                every=config.checkpoint.every,
+                keep=config.checkpoint.keep,
+                async_save=config.checkpoint.async_save,
             )
         )
         run = restore_or_init(config, trainer, checkpoints, rules)
-        runner = stack.enter_context(asyncio.Runner())
         if sampler is None:
-            seed = int(
-                jax.random.randint(jax.random.fold_in(run.rng_key, run.iteration), (), 0, 2**31 - 1)
+            sampler = make_sampler(
+                config, trainer, run.train_state.params, rules, sampler_seed(run)
             )
-            sampler = make_sampler(config, trainer, run.train_state.params, rules, seed)
             stack.callback(sampler.close)
-        if env_pool is None:
-            env_pool = make_env_pool(config, run_label=f"train-{workdir.name}")
-            stack.callback(lambda: runner.run(env_pool.close()))
         writer = stack.enter_context(MetricsWriter(workdir, resume_step=run.iteration))
         state, tasks_consumed = run.train_state, run.tasks_consumed
         for iteration in range(run.iteration, config.rl.total_steps):
-            timings: dict[str, float] = {}
             iteration_tasks, tasks_consumed = tasks_for_iteration(
                 tasks, seed=config.seed, position=tasks_consumed, count=config.rl.tasks_per_step
             )
+            timings: dict[str, float] = {}
             with timed(timings, "time/sync_s"):
                 sampler.sync_weights(state.params)
             with timed(timings, "time/rollout_s"):
@@ -401,7 +428,7 @@ def train(
                         show_progress=show_progress,
                     )
                 )
-            if hasattr(sampler, "sleep"):  # frees accelerator memory the sampler holds
+            if hasattr(sampler, "sleep"):  # frees the accelerator memory a vLLM engine holds
                 sampler.sleep()
             with timed(timings, "time/train_s"):
                 state, update_metrics = update_policy(trainer, state, trajectories, config)
@@ -423,18 +450,6 @@ def train(
             if hasattr(env_pool, "metrics"):
                 metrics.update(env_pool.metrics())
             writer.write(step, metrics)
-            logger.info(
-                "step %d/%d: reward %.3f, pass@1 %.3f, loss %.4g; rollout %.1fs, train %.1fs, "
-                "sync %.2fs, checkpoint %.2fs",
-                step,
-                config.rl.total_steps,
-                metrics["rollout/reward_mean"],
-                metrics["rollout/pass_at_1"],
-                metrics.get("train/loss", float("nan")),
-                timings["time/rollout_s"],
-                timings["time/train_s"],
-                timings["time/sync_s"],
-                timings["time/checkpoint_s"],
-            )
+            log_progress(step, config.rl.total_steps, metrics)
         checkpoints.wait_until_finished()
     return state

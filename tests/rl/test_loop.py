@@ -274,7 +274,7 @@ def test_resume_after_kill_is_bit_exact(tmp_path):
         assert sampled(tmp_path / "reference" / name) == sampled(tmp_path / "resumed" / name)
 
 
-def test_errors_name_the_missing_piece(tmp_path):
+def test_errors_name_the_missing_piece(tmp_path, monkeypatch):
     config = scripted_config(1)
     config.env.tasks = str(tmp_path / "missing.jsonl")
     with pytest.raises(FileNotFoundError, match="config.env.tasks=.*missing.jsonl"):
@@ -286,7 +286,10 @@ def test_errors_name_the_missing_piece(tmp_path):
     config = scripted_config(1)
     config.init_from = str(tmp_path / "nowhere")
     with pytest.raises(FileNotFoundError, match="config.init_from"):
-        train(config, tmp_path / "run", tasks=[make_task(0)])
+        train(config, tmp_path / "run", tasks=[make_task(0)], env_pool=MemoryPool())
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    with pytest.raises(RuntimeError, match="start the Docker engine"):
+        train(scripted_config(1), tmp_path / "run", tasks=[make_task(0)])
 
 
 def test_grpo_update_learns_a_two_token_bandit():
