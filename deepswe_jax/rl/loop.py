@@ -271,13 +271,16 @@ def make_sampler(
 
 
 def make_env_pool(config: ml_collections.ConfigDict, run_label: str) -> Any:
-    """An EnvPool with config.env's container limits and config.agent.step_timeout."""
+    """An EnvPool with config.env's container limits and Docker hosts (optional docker_hosts,
+    envs_per_host; default the local engine) and config.agent.step_timeout."""
     from deepswe_jax.env.pool import EnvPool
 
     try:
         return EnvPool(
             max_envs=config.env.max_envs,
             run_label=run_label,
+            docker_hosts=tuple(config.env.get("docker_hosts", ())),
+            envs_per_host=config.env.get("envs_per_host", 0),
             mem_limit=config.env.mem_limit,
             nano_cpus=int(config.env.cpus * 1e9),
             pids_limit=config.env.pids_limit,
