@@ -22,6 +22,7 @@ setup(
         "tensorboardX>=2.6",
         "matplotlib>=3.9",
         "tqdm>=4.66",
+        "pyyaml>=6.0",
     ],
     extras_require={
         "dev": [
