@@ -155,17 +155,18 @@ def model_factory(config: ml_collections.ConfigDict) -> Callable[[], Qwen3ForCau
     return make_model
 
 
-def _check_model_config(config: ml_collections.ConfigDict, saved: dict, source: str) -> None:
-    differing = {
-        key: (value, saved.get(key))
-        for key, value in config.model.items()
-        if saved.get(key) != value
-    }
+def _check_model_config(config: ml_collections.ConfigDict, saved: Qwen3Config, source: str) -> None:
+    """Raises unless the model saved in `source` has the architecture config.model describes."""
+    ours = Qwen3Config.from_hf_dict(config.model.to_dict())
+    differing = [
+        f"{key}={getattr(ours, key)!r} vs {getattr(saved, key)!r}"
+        for key in config.model.keys()
+        if getattr(ours, key) != getattr(saved, key)
+    ]
     if differing:
         raise ValueError(
-            f"config.model differs from the model in {source}: "
-            + ", ".join(f"{k}={ours!r} vs {theirs!r}" for k, (ours, theirs) in differing.items())
-            + "; set config.model to that model's config.json fields"
+            f"config.model differs from the model in {source}: {', '.join(differing)}; set "
+            "config.model to that model's config.json fields"
         )
 
 
@@ -185,8 +186,7 @@ def initial_params(
             "checkpoint (launch/import_hf.py output) or '' for random init"
         )
     if os.path.isfile(os.path.join(path, "config.json")):
-        with open(os.path.join(path, "config.json")) as f:
-            _check_model_config(config, json.load(f), path)
+        _check_model_config(config, Qwen3Config.from_json_file(path), path)
         model = load_hf_checkpoint(
             path,
             dtype=jnp.dtype(config.param_dtype),
@@ -196,7 +196,7 @@ def initial_params(
             remat=config.remat,
         )
         return nnx.state(model, nnx.Param)
-    _check_model_config(config, read_model_config(path), path)
+    _check_model_config(config, Qwen3Config.from_hf_dict(read_model_config(path), path), path)
     _, abstract_params = nnx.split(nnx.eval_shape(make_model), nnx.Param)
     target = restore_target(abstract_params, state_shardings(abstract_params, mesh, rules))
     return restore_params(path, target)

@@ -26,9 +26,9 @@ from configs import tiny
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.agent.trajectory import StopReason, Trajectory, read_trajectories
-from deepswe_jax.checkpoint import TrainCheckpoints, restore_params
+from deepswe_jax.checkpoint import TrainCheckpoints, restore_params, save_params
 from deepswe_jax.env.tasks import Task
-from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
+from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, save_hf_checkpoint
 from deepswe_jax.parallel import make_mesh
 from deepswe_jax.rl.loop import model_factory, tasks_for_iteration, train, update_policy
 from deepswe_jax.rl.metrics import read_metrics, rollout_metrics
@@ -290,6 +290,27 @@ def test_errors_name_the_missing_piece(tmp_path, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
     with pytest.raises(RuntimeError, match="start the Docker engine"):
         train(scripted_config(1), tmp_path / "run", tasks=[make_task(0)])
+
+
+def test_init_from_hf_and_orbax_directories(tmp_path):
+    """config.init_from: a HF directory or an Orbax parameters directory gives exactly its
+    parameters (total_steps=0 returns the starting state); another architecture is refused."""
+    config = scripted_config(0)
+    model = model_factory(config)()
+    model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
+    save_hf_checkpoint(model, tmp_path / "hf")
+    save_params(tmp_path / "orbax", nnx.state(model, nnx.Param), model_config=config.model)
+    expected = jax.device_get(nnx.to_pure_dict(nnx.state(model, nnx.Param)))
+    pieces = dict(sampler=ScriptedSampler([]), env_pool=MemoryPool(), tasks=[make_task(0)])
+    for name in ("hf", "orbax"):
+        config.init_from = str(tmp_path / name)
+        state = train(config, tmp_path / f"run_{name}", **pieces)
+        actual = jax.device_get(nnx.to_pure_dict(state.params))
+        jax.tree.map(np.testing.assert_array_equal, actual, expected)
+    assert model_config.hidden_size == 32
+    config.model.hidden_size = 64
+    with pytest.raises(ValueError, match="hidden_size=64 vs 32"):
+        train(config, tmp_path / "run_other", **pieces)
 
 
 def test_grpo_update_learns_a_two_token_bandit():
