@@ -27,6 +27,8 @@ setup(
     extras_require={
         "dev": [
             "datasets>=3.0",
+            "kubernetes>=37.0",
+            "kubernetes-validate>=1.37",
             "pytest>=8.0",
             "pytest-timeout>=2.3",
             "ruff>=0.15",
@@ -34,5 +36,6 @@ setup(
             "transformers>=5.0",
         ],
         "vllm": ["vllm>=0.11", "torch>=2.4"],
+        "k8s": ["kubernetes>=37.0"],
     },
 )

@@ -192,7 +192,8 @@ def remove_stale_containers(
     return removed
 
 
-_LIVE_RUNTIMES: weakref.WeakSet[DockerRuntime] = weakref.WeakSet()
+# Runtimes (Docker or Kubernetes) that close_all_runtimes removes at exit and on SIGTERM.
+LIVE_RUNTIMES: weakref.WeakSet[Any] = weakref.WeakSet()
 _CLEANUP_LOCK = threading.Lock()
 _atexit_installed = False
 _sigterm_installed = False
@@ -200,7 +201,7 @@ _sigterm_installed = False
 
 def close_all_runtimes() -> None:
     """Remove every container this process still holds (in parallel)."""
-    runtimes = list(_LIVE_RUNTIMES)
+    runtimes = list(LIVE_RUNTIMES)
     if runtimes:
         with ThreadPoolExecutor(max_workers=min(16, len(runtimes))) as workers:
             list(workers.map(lambda r: r.close(), runtimes))
@@ -383,7 +384,7 @@ class DockerRuntime:
                 "(or deepswe_jax.env.images.ensure_task_image(task)) to build it"
             ) from None
         install_exit_cleanup()
-        _LIVE_RUNTIMES.add(self)
+        LIVE_RUNTIMES.add(self)
         self._container = retry_transient(self._create, f"creating {self.name}")
         try:
             retry_transient(
@@ -572,7 +573,7 @@ class DockerRuntime:
             if self._closed:
                 return
             self._closed = True
-        _LIVE_RUNTIMES.discard(self)
+        LIVE_RUNTIMES.discard(self)
         if self._container is not None:
             try:
                 retry_transient(

@@ -284,7 +284,7 @@ class EnvPool:
             thread_name_prefix="envpool",
         )
         self._prepared_images: dict[tuple[str, int], asyncio.Future[str]] = {}
-        self._host_checks: dict[int, asyncio.Future[bool]] = {}
+        self._host_checks: dict[int, asyncio.Future[None]] = {}
         self._runtimes: dict[DockerRuntime | K8sRuntime, DockerHost | None] = {}
         self._envs: set[Env] = set()
         self._entered = False

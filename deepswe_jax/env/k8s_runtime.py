@@ -1,0 +1,913 @@
+"""One task environment as a Kubernetes pod, with DockerRuntime's interface.
+
+    api = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config())
+    with K8sRuntime("registry.example/deepswe/datewise:base", run_label="eval-1", api=api) as rt:
+        rt.call_tool("file_editor", {"command": "view", "path": "/testbed"}, timeout=90)
+        patch = rt.diff(base_commit)
+
+    async with EnvPool(max_envs=512, runtime_factory=K8sPodFactory(), build_images=False) as pool:
+        ...
+
+The pod (`pod_manifest`): one container from the task image whose PID 1 is a tiny
+Python reaper (`POD_INIT`: immune to the agent's `kill -9 -1` or `pkill python`, and it
+reaps orphans so killed process trees never pile up as zombies); requests equal to
+limits (Guaranteed QoS); `restartPolicy: Never`; `activeDeadlineSeconds` as the last
+bound on a leaked pod; no service account token; and the label `deepswe.role=env`
+that the deny-all NetworkPolicy of launch/k8s selects (pods have no network).
+
+Every command is one exec over the API server's websocket:
+    sh -c EXEC_WRAPPER sh <timeout> <workdir> <argv...>
+runs argv under `timeout -s KILL` in its own process group, stdin from /dev/null,
+stderr merged into stdout; when it exits or is killed, everything left in its group
+is SIGKILLed too. Files travel as tar archives over exec stdin, read with
+`head -c <size> | tar -x` so no end-of-input signal is needed (the v4 exec protocol
+has none). Arguments travel in the exec URL, so one argument is limited to 128 KiB
+(Linux MAX_ARG_STRLEN); write larger contents with `write_file`.
+
+API calls are retried with exponential backoff on 409, 429 (honouring Retry-After),
+5xx and connection errors; a 409 on creating a pod that is already ours (a create
+whose answer was lost) adopts that pod, any other 409 retries under a new name.
+
+Labels and cleanup follow DockerRuntime: `deepswe.run=<run label>`, and the creator's
+identity `<host>:<pid>:<start time>` in the annotation `deepswe.owner` (label values
+cannot hold ':'). `remove_stale_pods` deletes pods of dead creators on this host and of
+given run labels; pods still held at interpreter exit or on SIGTERM are deleted. When
+the creator runs in a pod of the same namespace that names itself in DEEPSWE_POD_NAME,
+DEEPSWE_POD_UID and DEEPSWE_POD_NAMESPACE (the training Job does, see launch/k8s), that
+pod owns the env pods, so the cluster's garbage collector deletes them with it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import re
+import tarfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import urllib3.exceptions
+from kubernetes import client as k8s
+from kubernetes import stream as k8s_stream
+from kubernetes import watch as k8s_watch
+
+from deepswe_jax.env.docker_runtime import (
+    DEFAULT_MAX_OUTPUT,
+    LIVE_RUNTIMES,
+    OWNER_LABEL,
+    PATCH_FILE,
+    RUN_LABEL,
+    SERVER_GRACE_S,
+    TESTBED,
+    EnvironmentUnavailableError,
+    ExecResult,
+    GitDiffError,
+    MissingImageError,
+    git_diff_script,
+    install_exit_cleanup,
+    owner_is_alive,
+    owner_label,
+)
+from deepswe_jax.env.tools import INSTALL_DIR, install_archive, tool_argv
+from deepswe_jax.env.tools.tool_server import BoundedOutput
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_NAMESPACE = "deepswe"
+CONTAINER_NAME = "env"
+# Selected by the deny-all NetworkPolicy (launch/k8s); every env pod carries it.
+ROLE_LABEL = "deepswe.role"
+ENV_ROLE = "env"
+# Set (downward API) in the training Job's pod so env pods get it as their owner.
+OWNER_POD_ENV = ("DEEPSWE_POD_NAME", "DEEPSWE_POD_UID", "DEEPSWE_POD_NAMESPACE")
+START_TIMEOUT_S = 300.0
+# A leaked pod lives at most this long (a DeepSWE episode is <= 5400 s, grading 300 s).
+ACTIVE_DEADLINE_S = 4 * 3600
+API_TIMEOUT_S = 60.0
+TRANSIENT_STATUSES = frozenset({0, 409, 429}) | frozenset(range(500, 600))
+# Waiting reasons after which the pod will not start by itself.
+IMAGE_PULL_FAILURES = frozenset({"ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"})
+CONFIG_FAILURES = frozenset({"CreateContainerConfigError", "CreateContainerError"})
+STDIN_CHUNK = 1 << 20
+STDOUT_CHANNEL, STDERR_CHANNEL, ERROR_CHANNEL = 1, 2, 3
+# Exit codes of READ_SCRIPT for a path that is missing or a directory.
+READ_MISSING, READ_IS_DIRECTORY = 102, 121
+
+# PID 1 of every env pod: reap orphans; SIGINT back to default so only SIGKILL from
+# outside the pod (its deletion) ends it.
+POD_INIT = (
+    "import os, signal, time\n"
+    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+    "while True:\n"
+    "    try:\n"
+    "        os.wait()\n"
+    "    except ChildProcessError:\n"
+    "        time.sleep(1)\n"
+)
+# $1 timeout seconds, $2 working directory, then the command's argv.
+EXEC_WRAPPER = (
+    't="$1"; cd "$2" 2>&1 || exit 126; shift 2\n'
+    'timeout -s KILL "$t" "$@" </dev/null 2>&1 &\n'
+    "pid=$!\n"
+    'wait "$pid" 2>/dev/null; status=$?\n'
+    'kill -s KILL -- "-$pid" 2>/dev/null\n'
+    'exit "$status"\n'
+)
+# $1 size of the tar archive on stdin, extracted at /.
+UNTAR_SCRIPT = 'head -c "$1" | tar -x -o -f - -C /'
+# $1 absolute path; a tar archive of the file (symlinks followed) on stdout.
+READ_SCRIPT = (
+    f'if [ -d "$1" ]; then exit {READ_IS_DIRECTORY}; fi\n'
+    f'if [ ! -e "$1" ]; then exit {READ_MISSING}; fi\n'
+    'cd / && exec tar -c -h -f - -- "${1#/}"\n'
+)
+ACCESS_HINTS = {
+    401: "check the credentials in KUBECONFIG (or the pod's service account)",
+    403: "grant the service account the Role from `python launch/k8s_manifests.py` "
+    "(pods: create/get/list/watch/delete, pods/exec: create/get, events: list)",
+    404: "create the namespace first (`kubectl create namespace <name>`, or apply the "
+    "manifests from `python launch/k8s_manifests.py`)",
+}
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+class ClusterAccessError(RuntimeError):
+    """The Kubernetes API refused this client (credentials, RBAC or a missing namespace)."""
+
+
+# ---------------------------------------------------------------- manifests
+
+
+def memory_quantity(mem_limit: str | int) -> str:
+    """A Docker-style memory limit ("1g", "512m", bytes) as a Kubernetes quantity ("1Gi").
+
+    Kubernetes quantities ("2Gi", "500M") pass through unchanged."""
+    text = str(mem_limit).strip()
+    match = re.fullmatch(r"(\d+)([bkmgBKMG]?)", text)
+    if match:
+        number, unit = match.groups()
+        return number + {"": "", "b": "", "k": "Ki", "m": "Mi", "g": "Gi"}[unit.lower()]
+    if re.fullmatch(r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|K|M|G|T)", text):
+        return text
+    raise ValueError(
+        f"memory limit {mem_limit!r} is neither Docker style (1g, 512m) nor a "
+        "Kubernetes quantity (1Gi, 512Mi)"
+    )
+
+
+def cpu_quantity(cpus: float) -> str:
+    """CPUs as a Kubernetes quantity in millicores: 1.0 -> "1000m"."""
+    if cpus <= 0:
+        raise ValueError(f"cpus must be positive, got {cpus}")
+    return f"{max(1, round(cpus * 1000))}m"
+
+
+def check_label_value(value: str, what: str) -> str:
+    """`value` if it is a valid Kubernetes label value, else a ValueError saying why."""
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        raise ValueError(
+            f"{what} {value!r} is not a valid Kubernetes label value (at most 63 characters of "
+            "letters, digits, '-', '_', '.', starting and ending with a letter or digit); "
+            "choose another"
+        )
+    return value
+
+
+def owner_pod_reference(namespace: str) -> k8s.V1OwnerReference | None:
+    """This process's pod as an owner reference, when it runs in a pod of `namespace` that
+    names itself in OWNER_POD_ENV (a cross-namespace owner would get env pods deleted)."""
+    name, uid, pod_namespace = (os.environ.get(key) for key in OWNER_POD_ENV)
+    if not (name and uid and pod_namespace == namespace):
+        return None
+    return k8s.V1OwnerReference(api_version="v1", kind="Pod", name=name, uid=uid)
+
+
+def pod_manifest(
+    name: str,
+    image: str,
+    *,
+    run_label: str,
+    owner: str,
+    namespace: str = DEFAULT_NAMESPACE,
+    mem_limit: str | int = "1g",
+    cpus: float = 1.0,
+    ephemeral_storage: str = "10Gi",
+    image_pull_policy: str = "IfNotPresent",
+    node_selector: Mapping[str, str] | None = None,
+    active_deadline_s: int = ACTIVE_DEADLINE_S,
+    owner_reference: k8s.V1OwnerReference | None = None,
+) -> k8s.V1Pod:
+    """The env pod for one environment (see the module docstring for what each part is for)."""
+    resources = {
+        "cpu": cpu_quantity(cpus),
+        "memory": memory_quantity(mem_limit),
+        "ephemeral-storage": ephemeral_storage,
+    }
+    return k8s.V1Pod(
+        api_version="v1",
+        kind="Pod",
+        metadata=k8s.V1ObjectMeta(
+            name=name,
+            namespace=namespace,
+            labels={
+                RUN_LABEL: check_label_value(run_label, "run label"),
+                ROLE_LABEL: ENV_ROLE,
+            },
+            annotations={OWNER_LABEL: owner},
+            owner_references=[owner_reference] if owner_reference else None,
+        ),
+        spec=k8s.V1PodSpec(
+            restart_policy="Never",
+            active_deadline_seconds=active_deadline_s,
+            automount_service_account_token=False,
+            enable_service_links=False,
+            termination_grace_period_seconds=0,
+            node_selector=dict(node_selector) if node_selector else None,
+            containers=[
+                k8s.V1Container(
+                    name=CONTAINER_NAME,
+                    image=image,
+                    image_pull_policy=image_pull_policy,
+                    command=["python3", "-c", POD_INIT],
+                    working_dir=TESTBED,
+                    resources=k8s.V1ResourceRequirements(
+                        requests=dict(resources), limits=dict(resources)
+                    ),
+                )
+            ],
+        ),
+    )
+
+
+def pod_name(run_label: str) -> str:
+    """A fresh DNS-1123 pod name: deepswe-<run label>-<8 hex>."""
+    safe = re.sub(r"[^a-z0-9-]+", "-", run_label.lower())[:40].strip("-") or "run"
+    return f"deepswe-{safe}-{uuid.uuid4().hex[:8]}"
+
+
+def exec_argv(argv: list[str], *, timeout: float, workdir: str = TESTBED) -> list[str]:
+    """The exec command that runs `argv` in `workdir` and SIGKILLs it (and everything it
+    started) after `timeout` seconds; see EXEC_WRAPPER."""
+    return ["sh", "-c", EXEC_WRAPPER, "sh", f"{max(timeout, 0.001):.3f}", workdir, *argv]
+
+
+def file_archive(path: str, data: bytes, *, mode: int = 0o644) -> bytes:
+    """A tar archive, to extract at /, holding `data` at absolute `path`."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo(path.lstrip("/"))
+        info.size = len(data)
+        info.mode = mode
+        info.mtime = int(time.time())
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def file_from_archive(archive: bytes, path: str) -> bytes:
+    """The contents of the one regular file in a tar archive made by READ_SCRIPT."""
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
+        for member in tar:
+            if member.isfile():
+                return tar.extractfile(member).read()
+    raise OSError(f"reading {path}: the pod sent no regular file (special file?)")
+
+
+# ---------------------------------------------------------------- API calls with retries
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether an API error is worth retrying: 409, 429, 5xx, connection failures."""
+    if isinstance(error, k8s.ApiException):
+        return error.status in TRANSIENT_STATUSES
+    return isinstance(error, (urllib3.exceptions.HTTPError, ConnectionError))
+
+
+def _retry_after_s(error: BaseException) -> float:
+    headers = getattr(error, "headers", None) or {}
+    try:
+        return float(headers.get("Retry-After", 0))
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def retry_api(
+    call: Callable[[], T],
+    what: str,
+    *,
+    attempts: int = 6,
+    first_delay_s: float = 0.5,
+    max_delay_s: float = 30.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """`call()`, retried with exponential backoff while it fails transiently (`is_transient`);
+    the last error is raised after `attempts` tries."""
+    delay = first_delay_s
+    for attempt in range(1, attempts + 1):
+        try:
+            return call()
+        except (k8s.ApiException, urllib3.exceptions.HTTPError, ConnectionError) as e:
+            if not is_transient(e) or attempt == attempts:
+                raise
+            wait_s = min(max(delay, _retry_after_s(e)), max_delay_s)
+            logger.warning(
+                "%s failed (%s); retry %d/%d in %.1fs",
+                what,
+                _short(e),
+                attempt,
+                attempts - 1,
+                wait_s,
+            )
+            sleep(wait_s)
+            delay *= 2
+    raise AssertionError("unreachable")
+
+
+def _short(error: BaseException) -> str:
+    if isinstance(error, k8s.ApiException):
+        return f"HTTP {error.status} {error.reason}"
+    return f"{type(error).__name__}: {error}"
+
+
+def default_core_api() -> k8s.CoreV1Api:
+    """A CoreV1Api from the in-cluster service account, else from KUBECONFIG / ~/.kube/config."""
+    from kubernetes import config
+
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return k8s.CoreV1Api()
+
+
+def remove_stale_pods(
+    api: k8s.CoreV1Api,
+    namespace: str = DEFAULT_NAMESPACE,
+    *,
+    run_labels: tuple[str, ...] = (),
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[str]:
+    """Delete env pods whose creating process (on this host) is dead, and every env pod of the
+    given run labels. Returns the names deleted."""
+    pods = retry_api(
+        lambda: api.list_namespaced_pod(
+            namespace, label_selector=RUN_LABEL, _request_timeout=API_TIMEOUT_S
+        ),
+        f"listing pods in {namespace}",
+        sleep=sleep,
+    )
+    removed = []
+    for pod in pods.items:
+        labels = pod.metadata.labels or {}
+        owner = (pod.metadata.annotations or {}).get(OWNER_LABEL)
+        stale = labels.get(RUN_LABEL) in run_labels or (
+            owner is not None and owner_is_alive(owner) is False
+        )
+        if stale and delete_pod(api, pod.metadata.name, namespace, sleep=sleep):
+            removed.append(pod.metadata.name)
+    if removed:
+        logger.info("removed %d stale deepswe pods from %s", len(removed), namespace)
+    return removed
+
+
+def delete_pod(
+    api: k8s.CoreV1Api, name: str, namespace: str, *, sleep: Callable[[float], None] = time.sleep
+) -> bool:
+    """Delete pod `name` at once (no grace period); False if it was already gone."""
+    try:
+        retry_api(
+            lambda: api.delete_namespaced_pod(
+                name,
+                namespace,
+                grace_period_seconds=0,
+                propagation_policy="Background",
+                _request_timeout=API_TIMEOUT_S,
+            ),
+            f"deleting pod {name}",
+            sleep=sleep,
+        )
+    except k8s.ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return True
+
+
+# ---------------------------------------------------------------- the runtime
+
+
+class K8sRuntime:
+    """A pod from `image` with the tools installed; same interface as DockerRuntime.
+
+    Args:
+      image: the task image, pullable by the cluster's nodes.
+      run_label: value of the deepswe.run label (a valid label value).
+      api: a kubernetes CoreV1Api (default: `default_core_api()`).
+      namespace: where the pod lives; the NetworkPolicy of launch/k8s must be applied there.
+      mem_limit, cpus, ephemeral_storage: requests and limits of the pod.
+      start_timeout_s: how long to wait for the pod to run (scheduling, image pull).
+      sleep: the backoff sleep (tests pass a recorder).
+    Methods are thread-safe; calls to one pod run one at a time.
+    """
+
+    def __init__(
+        self,
+        image: str,
+        *,
+        run_label: str,
+        api: k8s.CoreV1Api | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
+        mem_limit: str | int = "1g",
+        cpus: float = 1.0,
+        ephemeral_storage: str = "10Gi",
+        image_pull_policy: str = "IfNotPresent",
+        node_selector: Mapping[str, str] | None = None,
+        start_timeout_s: float = START_TIMEOUT_S,
+        active_deadline_s: int = ACTIVE_DEADLINE_S,
+        name: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.image = image
+        self.run_label = check_label_value(run_label, "run label")
+        self.namespace = namespace
+        self.name = name or pod_name(run_label)
+        self.start_timeout_s = start_timeout_s
+        self._api = api
+        self._sleep = sleep
+        self._owner = owner_label()
+        self._manifest_args = dict(
+            namespace=namespace,
+            mem_limit=mem_limit,
+            cpus=cpus,
+            ephemeral_storage=ephemeral_storage,
+            image_pull_policy=image_pull_policy,
+            node_selector=node_selector,
+            active_deadline_s=active_deadline_s,
+        )
+        self.manifest()  # bad limits or labels fail here, not in start()
+        self._lock = threading.Lock()
+        self._close_lock = threading.Lock()
+        self._create_attempted = False
+        self._created = False
+        self._closed = False
+        self.ready_s: float | None = None
+        install_exit_cleanup()
+
+    @property
+    def api(self) -> k8s.CoreV1Api:
+        if self._api is None:
+            self._api = default_core_api()
+        return self._api
+
+    def __enter__(self) -> K8sRuntime:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def manifest(self) -> k8s.V1Pod:
+        """The pod this runtime creates."""
+        return pod_manifest(
+            self.name,
+            self.image,
+            run_label=self.run_label,
+            owner=self._owner,
+            owner_reference=owner_pod_reference(self.namespace),
+            **self._manifest_args,
+        )
+
+    def _retry(self, call: Callable[[], T], what: str) -> T:
+        return retry_api(call, what, sleep=self._sleep)
+
+    # ------------------------------------------------------------ start
+
+    def start(self) -> None:
+        """Create the pod, wait until it runs, install the tools.
+
+        Raises:
+          MissingImageError: the cluster cannot pull the image.
+          EnvironmentUnavailableError: the pod did not run within `start_timeout_s`, failed,
+            or the API kept failing transiently.
+          ClusterAccessError: the API refused the pod (401, 403 or 404); says what to fix.
+        """
+        if self._created:
+            return
+        started = time.monotonic()
+        install_exit_cleanup()
+        LIVE_RUNTIMES.add(self)
+        self._create_attempted = True
+        try:
+            self._retry(self._create_once, f"creating pod {self.name}")
+            self._created = True
+            self._wait_running(started + self.start_timeout_s)
+            self._install_tools()
+        except BaseException as e:
+            self.close()
+            if is_transient(e):
+                raise EnvironmentUnavailableError(
+                    f"starting pod {self.name} in {self.namespace} kept failing: {_short(e)}"
+                ) from e
+            if isinstance(e, k8s.ApiException) and e.status in (401, 403, 404):
+                raise ClusterAccessError(
+                    f"the API refused pod {self.name} in namespace {self.namespace} "
+                    f"({_short(e)}: {e.body}); {ACCESS_HINTS[e.status]}"
+                ) from e
+            raise
+        self.ready_s = time.monotonic() - started
+
+    def _create_once(self) -> None:
+        try:
+            self.api.create_namespaced_pod(
+                self.namespace, self.manifest(), _request_timeout=API_TIMEOUT_S
+            )
+        except k8s.ApiException as e:
+            if e.status != 409:
+                raise
+            if self._is_ours(self._read_pod_or_none()):
+                return  # an earlier create succeeded but its answer was lost
+            self.name = pod_name(self.run_label)
+            raise
+
+    def _is_ours(self, pod: k8s.V1Pod | None) -> bool:
+        if pod is None:
+            return False
+        annotations = pod.metadata.annotations or {}
+        labels = pod.metadata.labels or {}
+        return annotations.get(OWNER_LABEL) == self._owner and labels.get(RUN_LABEL) == (
+            self.run_label
+        )
+
+    def _read_pod_or_none(self) -> k8s.V1Pod | None:
+        try:
+            return self._retry(
+                lambda: self.api.read_namespaced_pod(
+                    self.name, self.namespace, _request_timeout=API_TIMEOUT_S
+                ),
+                f"reading pod {self.name}",
+            )
+        except k8s.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def _wait_running(self, deadline: float) -> None:
+        """Watch the pod until it runs; raise on a failure it cannot recover from or at `deadline`."""
+        pod = self._read_pod_or_none()
+        while True:
+            if pod is None:
+                raise EnvironmentUnavailableError(
+                    f"pod {self.name} in {self.namespace} was deleted while starting"
+                )
+            if pod.status is not None and pod.status.phase == "Running":
+                return
+            self._raise_if_failed(pod)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise EnvironmentUnavailableError(
+                    f"pod {self.name} in {self.namespace} is not running after "
+                    f"{self.start_timeout_s:.0f}s: {describe_pod(pod)}; events: "
+                    f"{self._events()}"
+                )
+            try:
+                pod = self._next_pod_state(pod, remaining)
+            except k8s.ApiException as e:
+                if e.status != 410 and not is_transient(e):  # 410: the watch expired
+                    raise
+                pod = self._read_pod_or_none()
+
+    def _next_pod_state(self, pod: k8s.V1Pod, remaining_s: float) -> k8s.V1Pod | None:
+        """The pod after its next change (None if deleted), or as it is when the watch ends."""
+        watcher = k8s_watch.Watch(return_type="V1Pod")
+        for event in watcher.stream(
+            self.api.list_namespaced_pod,
+            self.namespace,
+            field_selector=f"metadata.name={self.name}",
+            resource_version=pod.metadata.resource_version,
+            timeout_seconds=max(1, int(remaining_s)),
+            _request_timeout=remaining_s + 10,
+        ):
+            watcher.stop()
+            return None if event["type"] == "DELETED" else event["object"]
+        return pod
+
+    def _raise_if_failed(self, pod: k8s.V1Pod) -> None:
+        status = pod.status
+        if status is None:
+            return
+        if status.phase in ("Failed", "Succeeded"):
+            raise EnvironmentUnavailableError(
+                f"pod {self.name} in {self.namespace} stopped while starting: "
+                f"{describe_pod(pod)}; events: {self._events()}"
+            )
+        for container in status.container_statuses or ():
+            waiting = container.state.waiting if container.state else None
+            if waiting is None:
+                continue
+            if waiting.reason in IMAGE_PULL_FAILURES:
+                raise MissingImageError(
+                    f"pod {self.name} in {self.namespace} cannot pull image {self.image} "
+                    f"({waiting.reason}: {waiting.message}); events: {self._events()}. Push the "
+                    "image to a registry the nodes can reach (with imagePullSecrets if private) "
+                    "and pre-pull it with the DaemonSet from `python launch/k8s_manifests.py`"
+                )
+            if waiting.reason in CONFIG_FAILURES:
+                raise EnvironmentUnavailableError(
+                    f"pod {self.name} in {self.namespace} cannot start its container "
+                    f"({waiting.reason}: {waiting.message}); events: {self._events()}"
+                )
+
+    def _events(self) -> str:
+        """The pod's latest events as "Reason: message; ..." (for error messages)."""
+        try:
+            events = self.api.list_namespaced_event(
+                self.namespace,
+                field_selector=f"involvedObject.name={self.name}",
+                _request_timeout=API_TIMEOUT_S,
+            ).items
+        except (k8s.ApiException, urllib3.exceptions.HTTPError) as e:
+            return f"unavailable ({_short(e)})"
+        return "; ".join(f"{e.reason}: {e.message}" for e in events[-8:]) or "none"
+
+    def _install_tools(self) -> None:
+        archive = install_archive()
+        self._put_archive(archive, what="installing the tools")
+
+    # ------------------------------------------------------------ exec
+
+    def _exec(
+        self,
+        command: list[str],
+        *,
+        deadline_s: float,
+        stdin: bytes | None = None,
+        max_output: int | None = None,
+    ) -> tuple[int, bytes | str, str]:
+        """Run `command` in the pod; (exit code, stdout, stderr). stdout is text with head and
+        tail kept when `max_output` is given, else bytes.
+
+        Raises:
+          EnvironmentUnavailableError: the exec could not start or did not end within
+            `deadline_s` seconds (the pod is gone or unreachable).
+        """
+        with self._lock:
+            if self._closed or not self._created:
+                raise EnvironmentUnavailableError(f"pod {self.name} is not running; call start()")
+            deadline = time.monotonic() + deadline_s
+            try:
+                session = retry_api(
+                    lambda: k8s_stream.stream(
+                        self.api.connect_get_namespaced_pod_exec,
+                        self.name,
+                        self.namespace,
+                        command=command,
+                        container=CONTAINER_NAME,
+                        stdin=stdin is not None,
+                        stdout=True,
+                        stderr=True,
+                        tty=False,
+                        binary=True,
+                        _preload_content=False,
+                    ),
+                    f"exec in pod {self.name}",
+                    attempts=3,
+                    sleep=self._sleep,
+                )
+            except k8s.ApiException as e:
+                raise EnvironmentUnavailableError(
+                    f"cannot exec in pod {self.name} ({_short(e)}); {self._describe_state()}"
+                ) from None
+            stdout = BoundedOutput(max_output) if max_output else bytearray()
+            stderr = bytearray()
+            try:
+                if stdin is not None:
+                    for offset in range(0, len(stdin), STDIN_CHUNK):
+                        session.write_stdin(stdin[offset : offset + STDIN_CHUNK])
+                while True:
+                    _drain(session, stdout, stderr)
+                    if not session.is_open():
+                        break
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise EnvironmentUnavailableError(
+                            f"exec in pod {self.name} did not end within {deadline_s:.0f}s; "
+                            f"{self._describe_state()}"
+                        )
+                    session.update(timeout=min(remaining, 1.0))
+                status = session.read_channel(ERROR_CHANNEL)
+            finally:
+                session.close()
+        exit_code = self._exit_code(status, stderr)
+        text = stdout.text() if isinstance(stdout, BoundedOutput) else bytes(stdout)
+        return exit_code, text, stderr.decode("utf-8", "replace")
+
+    def _exit_code(self, status: bytes | str, stderr: bytearray) -> int:
+        """The exit code from the exec's status message (channel 3)."""
+        try:
+            message = json.loads(status)
+        except ValueError:
+            message = None
+        if not isinstance(message, dict):
+            raise EnvironmentUnavailableError(
+                f"exec in pod {self.name} ended without a status ({self._describe_state()}); "
+                f"stderr: {stderr.decode(errors='replace')[-2000:]}"
+            )
+        if message.get("status") == "Success":
+            return 0
+        for cause in (message.get("details") or {}).get("causes") or ():
+            if cause.get("reason") == "ExitCode":
+                return int(cause["message"])
+        raise EnvironmentUnavailableError(
+            f"exec in pod {self.name} failed: {message.get('message')}; {self._describe_state()}"
+        )
+
+    def _describe_state(self) -> str:
+        try:
+            pod = self._read_pod_or_none()
+        except (k8s.ApiException, urllib3.exceptions.HTTPError) as e:
+            return f"pod state unknown ({_short(e)})"
+        return "the pod no longer exists" if pod is None else describe_pod(pod)
+
+    def _put_archive(self, archive: bytes, *, what: str) -> None:
+        timeout = SERVER_GRACE_S + len(archive) / 1e6
+        command = ["timeout", "-s", "KILL", f"{timeout:.0f}", "sh", "-c", UNTAR_SCRIPT, "sh"]
+        exit_code, _, stderr = self._exec(
+            [*command, str(len(archive))], deadline_s=timeout + SERVER_GRACE_S, stdin=archive
+        )
+        if exit_code != 0:
+            raise OSError(f"{what} in pod {self.name} failed (exit code {exit_code}): {stderr}")
+
+    # ------------------------------------------------------------ DockerRuntime's interface
+
+    def run(
+        self,
+        cmd: str,
+        *,
+        timeout: float,
+        workdir: str = TESTBED,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+    ) -> ExecResult:
+        """Run `cmd` with `bash -c` in `workdir`; everything it started is killed at `timeout`
+        seconds (then exit_code is None and timed_out True). Output keeps its first and last
+        `max_output // 2` bytes."""
+        return self._run_argv(["bash", "-c", cmd], timeout, workdir, max_output)
+
+    def call_tool(self, name: str, args: Mapping[str, object], *, timeout: float) -> ExecResult:
+        """Run tool `name` (file_editor, execute_bash, search, finish/submit) with R2E-Gym
+        parameters, e.g. {"command": "view", "path": "/testbed"}; values are passed verbatim."""
+        argv = [f"{INSTALL_DIR}/{name}", *tool_argv(name, args)]
+        return self._run_argv(argv, timeout, TESTBED, DEFAULT_MAX_OUTPUT)
+
+    def _run_argv(
+        self, argv: list[str], timeout: float, workdir: str, max_output: int
+    ) -> ExecResult:
+        started = time.monotonic()
+        exit_code, output, _ = self._exec(
+            exec_argv(argv, timeout=timeout, workdir=workdir),
+            deadline_s=timeout + SERVER_GRACE_S,
+            max_output=max_output,
+        )
+        duration_s = time.monotonic() - started
+        # 137 = SIGKILL; at or after the deadline that was `timeout -s KILL`.
+        timed_out = exit_code == 137 and duration_s >= timeout
+        return ExecResult(
+            exit_code=None if timed_out else exit_code,
+            output=output,
+            timed_out=timed_out,
+            duration_s=duration_s,
+        )
+
+    def write_file(self, path: str, data: bytes | str) -> None:
+        """Write `data` to absolute `path` in the pod (parent folders are created)."""
+        if not path.startswith("/"):
+            raise ValueError(f"write_file needs an absolute path, got {path!r}")
+        if isinstance(data, str):
+            data = data.encode("utf-8", "surrogateescape")
+        self._put_archive(file_archive(path, data), what=f"writing {path}")
+
+    def read_file(self, path: str) -> bytes:
+        """The bytes of absolute `path` in the pod; raises FileNotFoundError etc."""
+        if not path.startswith("/"):
+            raise ValueError(f"read_file needs an absolute path, got {path!r}")
+        exit_code, archive, stderr = self._exec(
+            ["sh", "-c", READ_SCRIPT, "sh", path], deadline_s=SERVER_GRACE_S * 2
+        )
+        if exit_code == READ_MISSING:
+            raise FileNotFoundError(2, "No such file or directory (in the pod)", path)
+        if exit_code == READ_IS_DIRECTORY:
+            raise IsADirectoryError(21, "Is a directory (in the pod)", path)
+        if exit_code != 0:
+            raise OSError(f"reading {path} in pod {self.name} failed: {stderr}")
+        return file_from_archive(archive, path)
+
+    def diff(self, base_commit: str, *, repo: str = TESTBED, timeout: float = 120.0) -> str:
+        """Everything changed under `repo` since `base_commit`, as a git patch (as
+        DockerRuntime.diff: new files included, ignored files and bytecode caches not).
+
+        Raises:
+          GitDiffError: git failed (no repository at `repo`, unknown base commit, ...).
+        """
+        result = self.run(git_diff_script(base_commit), timeout=timeout, workdir=repo)
+        if result.exit_code != 0:
+            reason = "timed out" if result.timed_out else f"exit code {result.exit_code}"
+            raise GitDiffError(
+                f"git diff against {base_commit} in pod {self.name}:{repo} failed ({reason}): "
+                f"{result.output[-2000:]}"
+            )
+        return self.read_file(PATCH_FILE).decode("utf-8", "surrogateescape")
+
+    def close(self) -> None:
+        """Delete the pod (idempotent, safe from any thread or a signal handler)."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        LIVE_RUNTIMES.discard(self)
+        if not self._create_attempted:
+            return
+        try:
+            delete_pod(self.api, self.name, self.namespace, sleep=self._sleep)
+        except (k8s.ApiException, urllib3.exceptions.HTTPError) as e:
+            logger.warning("could not delete pod %s: %s", self.name, _short(e))
+
+
+def _drain(session: Any, stdout: BoundedOutput | bytearray, stderr: bytearray) -> None:
+    """Move what the exec session has buffered on stdout/stderr into the sinks."""
+    data = session.read_channel(STDOUT_CHANNEL)
+    if data:
+        if isinstance(stdout, BoundedOutput):
+            stdout.add(data)
+        else:
+            stdout += data
+    stderr += session.read_channel(STDERR_CHANNEL) or b""
+    del stderr[:-8000]
+
+
+def describe_pod(pod: k8s.V1Pod) -> str:
+    """Phase, unmet conditions and container states of a pod, in one line."""
+    status = pod.status
+    if status is None:
+        return "phase unknown"
+    parts = [f"phase {status.phase}"]
+    for condition in status.conditions or ():
+        if condition.status != "True" and (condition.reason or condition.message):
+            parts.append(f"{condition.type} {condition.reason}: {condition.message}")
+    for container in status.container_statuses or ():
+        state = container.state
+        if state is None:
+            continue
+        if state.waiting is not None:
+            parts.append(f"waiting {state.waiting.reason}: {state.waiting.message}")
+        if state.terminated is not None:
+            terminated = state.terminated
+            parts.append(
+                f"terminated {terminated.reason} (exit code {terminated.exit_code}): "
+                f"{terminated.message}"
+            )
+    return ", ".join(parts)
+
+
+# ---------------------------------------------------------------- for EnvPool
+
+
+@dataclass(frozen=True)
+class K8sPodFactory:
+    """Makes K8sRuntimes with shared settings: `EnvPool(runtime_factory=K8sPodFactory(...))`.
+
+    `api` defaults to `default_core_api()` (in-cluster service account, else kubeconfig)."""
+
+    api: Any = field(default_factory=default_core_api)
+    namespace: str = DEFAULT_NAMESPACE
+    mem_limit: str | int = "1g"
+    cpus: float = 1.0
+    ephemeral_storage: str = "10Gi"
+    image_pull_policy: str = "IfNotPresent"
+    node_selector: Mapping[str, str] | None = None
+    start_timeout_s: float = START_TIMEOUT_S
+    active_deadline_s: int = ACTIVE_DEADLINE_S
+
+    def __call__(self, image: str, *, run_label: str) -> K8sRuntime:
+        return K8sRuntime(
+            image,
+            run_label=run_label,
+            api=self.api,
+            namespace=self.namespace,
+            mem_limit=self.mem_limit,
+            cpus=self.cpus,
+            ephemeral_storage=self.ephemeral_storage,
+            image_pull_policy=self.image_pull_policy,
+            node_selector=self.node_selector,
+            start_timeout_s=self.start_timeout_s,
+            active_deadline_s=self.active_deadline_s,
+        )
+
+    def remove_stale(self, run_labels: tuple[str, ...] = ()) -> list[str]:
+        """Delete pods of dead creators on this host and of `run_labels` (see remove_stale_pods)."""
+        return remove_stale_pods(self.api, self.namespace, run_labels=run_labels)
