@@ -30,7 +30,6 @@ from configs import common  # noqa: E402
 from deepswe_jax.verify import evaluation  # noqa: E402
 from deepswe_jax.verify.select import SELECTORS  # noqa: E402
 
-SELECT_UNAVAILABLE = "--select needs deepswe_jax/verify/verifier.py and verify/execution.py"
 _CONFIG = config_flags.DEFINE_config_file(
     "config",
     None,
@@ -56,10 +55,15 @@ _SELECT = flags.DEFINE_list(
     "select", [], f"Best@k selectors to report, any of {sorted(SELECTORS)}."
 )
 _VERIFIER = flags.DEFINE_string(
-    "verifier", None, "Execution-free verifier checkpoint (for --select=verifier/hybrid)."
+    "verifier",
+    None,
+    "Execution-free verifier directory, launch/train_verifier.py's <workdir>/verifier "
+    "(for --select=verifier or hybrid).",
 )
 _MAX_ENVS = flags.DEFINE_integer("max_envs", None, "Containers at once (config.env.max_envs).")
-_GRADE_CONCURRENCY = flags.DEFINE_integer("grade_concurrency", 2, "Gradings at once.")
+_GRADE_CONCURRENCY = flags.DEFINE_integer(
+    "grade_concurrency", 2, "Gradings (and execution checks) at once."
+)
 
 
 def main(argv: list[str]) -> None:
@@ -72,8 +76,6 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(
             "a model policy needs --config=configs/<experiment>.py (agent limits, sampler, mesh)"
         )
-    if _SELECT.value:
-        raise app.UsageError(SELECT_UNAVAILABLE)
     config = _CONFIG.value if _CONFIG.value is not None else common.get_config()
     if _TEMPERATURE.value is not None:
         config.sampler.temperature = _TEMPERATURE.value
@@ -93,6 +95,8 @@ def main(argv: list[str]) -> None:
         tasks=evaluation.load_eval_tasks(_TASKS.value or config.env.tasks, _INSTANCE_IDS.value),
         num_runs=_NUM_RUNS.value,
         model_name=_MODEL_NAME.value,
+        selectors=_SELECT.value,
+        verifier_dir=_VERIFIER.value,
         grade_concurrency=_GRADE_CONCURRENCY.value,
     )
 

@@ -485,20 +485,81 @@ def combine_scorers(*scorers: CandidateScorer) -> CandidateScorer:
     return score
 
 
+def verifier_scorer(verifier_dir: str | os.PathLike) -> CandidateScorer:
+    """Scores candidates with the execution-free verifier saved in `verifier_dir`
+    (launch/train_verifier.py output): p(YES) / (p(YES) + p(NO)) of each trajectory."""
+    from deepswe_jax.verify.verifier import load_verifier
+
+    verifier = load_verifier(verifier_dir)
+
+    def score(task: Task, candidates: Sequence[Trajectory]) -> list[CandidateScores]:
+        scores = verifier.score(candidates, {task.instance_id: task.problem_statement})
+        return [CandidateScores(verifier=float(value)) for value in scores]
+
+    return score
+
+
+def execution_scorer(*, timeout: float, workers: int, run_label: str) -> CandidateScorer:
+    """Scores candidates by running the task's passing existing tests (regression) against
+    each patch in fresh containers (`verify.execution`); no reproduction tests."""
+    from deepswe_jax.verify import execution
+
+    def score(task: Task, candidates: Sequence[Trajectory]) -> list[CandidateScores]:
+        results = execution.score_candidates(
+            task,
+            [candidate.patch for candidate in candidates],
+            timeout=timeout,
+            workers=workers,
+            run_label=run_label,
+        )
+        return [result.candidate_scores() for result in results]
+
+    return score
+
+
+def make_scorer(
+    selectors: Sequence[str],
+    *,
+    verifier_dir: str | os.PathLike | None,
+    timeout: float,
+    workers: int,
+    run_label: str,
+) -> CandidateScorer | None:
+    """The scorer `selectors` need: the verifier of `verifier_dir` for 'verifier' / 'hybrid',
+    execution checks (`timeout` seconds per test run, `workers` containers at once) for
+    'execution' / 'hybrid'; None without selectors."""
+    unknown = sorted(set(selectors) - set(SELECTORS))
+    if unknown:
+        raise ValueError(f"unknown selectors {unknown}; choose from {sorted(SELECTORS)}")
+    needed = set().union(*(SELECTOR_SCORES[name] for name in selectors))
+    scorers = []
+    if "verifier" in needed:
+        if verifier_dir is None:
+            raise ValueError(
+                f"selectors {sorted(selectors)} need an execution-free verifier; pass its "
+                "directory (launch/train_verifier.py writes <workdir>/verifier)"
+            )
+        scorers.append(verifier_scorer(verifier_dir))
+    if needed & {"regression", "reproduction"}:
+        scorers.append(execution_scorer(timeout=timeout, workers=workers, run_label=run_label))
+    return combine_scorers(*scorers) if scorers else None
+
+
 async def score_candidates(
     tasks: Sequence[Task],
     trajectories: Mapping[PairKey, Trajectory],
     num_runs: int,
     scorer: CandidateScorer,
     store: JsonlStore,
+    rerun_ids: set[str],
     show_progress: bool,
 ) -> dict[str, list[CandidateScores]]:
     """{instance_id: [CandidateScores per run]}, scoring (in a worker thread) the tasks whose
-    runs are not all in `store` yet."""
+    runs are not all in `store` yet or that have runs in `rerun_ids` (run again this session)."""
     scores: dict[str, list[CandidateScores]] = {}
     for task in tqdm.tqdm(tasks, desc="scoring candidates", disable=not show_progress):
         keys = [(task.instance_id, r) for r in range(num_runs)]
-        if not all(key in store.records for key in keys):
+        if task.instance_id in rerun_ids or not all(key in store.records for key in keys):
             candidates = [trajectories[key] for key in keys]
             task_scores = await asyncio.to_thread(scorer, task, candidates)
             for run_index, candidate_scores in enumerate(task_scores):
@@ -626,7 +687,13 @@ async def evaluate(
     best_at_k: dict[str, dict[int, float]] = {}
     if selectors:
         scores = await score_candidates(
-            tasks, trajectories, num_runs, scorer, score_store(output_dir), show_progress
+            tasks,
+            trajectories,
+            num_runs,
+            scorer,
+            score_store(output_dir),
+            {task.instance_id for task, _ in todo},
+            show_progress,
         )
         resolved = resolved_matrix(tasks, trajectories, num_runs)
         candidates = [scores[task.instance_id] for task in tasks]
@@ -700,16 +767,25 @@ def run_evaluation(
     num_runs: int,
     model_name: str | None = None,
     selectors: Sequence[str] = (),
-    scorer: CandidateScorer | None = None,
+    verifier_dir: str | os.PathLike | None = None,
     grade_concurrency: int = 2,
     show_progress: bool = True,
 ) -> dict[str, Any]:
-    """`evaluate` with everything built from `config`: task images, the env pool and, for a
-    policy directory (`policy_config`), the policy in a JaxSampler. Returns the summary.
+    """`evaluate` with everything built from `config`: task images, the env pool, for a
+    policy directory (`policy_config`) the policy in a JaxSampler, and the scorer `selectors`
+    need (`make_scorer`). Returns the summary.
 
     policy: 'gold', 'empty' or a policy directory. model_name: default `policy` for gold /
     empty, else the directory's name.
     """
+    run_label = f"eval-{uuid.uuid4().hex[:8]}"
+    scorer = make_scorer(
+        selectors,
+        verifier_dir=verifier_dir,
+        timeout=config.agent.reward_timeout,
+        workers=grade_concurrency,
+        run_label=run_label,
+    )
     ensure_task_images(tasks)
     agent_policy = None
     if policy in FIXED_PATCH_POLICIES:
@@ -722,9 +798,7 @@ def run_evaluation(
         agent_policy = load_agent_policy(config, seed=config.seed)
 
     async def run() -> dict[str, Any]:
-        pool = make_eval_pool(
-            config, run_label=f"eval-{uuid.uuid4().hex[:8]}", grade_concurrency=grade_concurrency
-        )
+        pool = make_eval_pool(config, run_label=run_label, grade_concurrency=grade_concurrency)
         async with pool:
             return await evaluate(
                 tasks,
