@@ -881,10 +881,14 @@ def describe_pod(pod: k8s.V1Pod) -> str:
 class K8sPodFactory:
     """Makes K8sRuntimes with shared settings: `EnvPool(runtime_factory=K8sPodFactory(...))`.
 
-    `api` defaults to `default_core_api()` (in-cluster service account, else kubeconfig)."""
+    `api` defaults to `default_core_api()` (in-cluster service account, else kubeconfig).
+    `image_prefix` is put before each task image, e.g. "registry.example.com/" turns
+    deepswe/datewise:base into registry.example.com/deepswe/datewise:base (where the images
+    were pushed; `launch/k8s_manifests.py --image_prefix` pre-pulls the same names)."""
 
     api: Any = field(default_factory=default_core_api)
     namespace: str = DEFAULT_NAMESPACE
+    image_prefix: str = ""
     mem_limit: str | int = "1g"
     cpus: float = 1.0
     ephemeral_storage: str = "10Gi"
@@ -895,7 +899,7 @@ class K8sPodFactory:
 
     def __call__(self, image: str, *, run_label: str) -> K8sRuntime:
         return K8sRuntime(
-            image,
+            self.image_prefix + image,
             run_label=run_label,
             api=self.api,
             namespace=self.namespace,
