@@ -56,6 +56,7 @@ import urllib3.exceptions
 from kubernetes import client as k8s
 from kubernetes import stream as k8s_stream
 from kubernetes import watch as k8s_watch
+from websocket import WebSocketException
 
 from deepswe_jax.env.docker_runtime import (
     DEFAULT_MAX_OUTPUT,
@@ -702,6 +703,11 @@ class K8sRuntime:
                         )
                     session.update(timeout=min(remaining, 1.0))
                 status = session.read_channel(ERROR_CHANNEL)
+            except (OSError, WebSocketException) as e:
+                raise EnvironmentUnavailableError(
+                    f"lost the exec stream of pod {self.name} ({type(e).__name__}: {e}); "
+                    f"{self._describe_state()}"
+                ) from None
             finally:
                 session.close()
         exit_code = self._exit_code(status, stderr)

@@ -25,6 +25,7 @@ import uuid
 
 import pytest
 from kubernetes import client as k8s
+from websocket import WebSocketConnectionClosedException
 
 from deepswe_jax.env import k8s_runtime
 from deepswe_jax.env.docker_runtime import (
@@ -127,10 +128,11 @@ class WatchResponse:
 class ScriptedExec:
     """An exec session that answers with fixed output and exit status."""
 
-    def __init__(self, stdout: bytes = b"", status: bytes = exit_status(0)):
+    def __init__(self, stdout: bytes = b"", status: bytes = exit_status(0), broken=None):
         self.channels = {1: stdout, 2: b"", 3: status}
         self.stdin = bytearray()
         self._open = True
+        self._broken = broken
 
     def write_stdin(self, data: bytes) -> None:
         self.stdin += data
@@ -139,6 +141,8 @@ class ScriptedExec:
         return self._open
 
     def update(self, timeout: float = 0) -> None:
+        if self._broken is not None:
+            raise self._broken
         self._open = False
 
     def read_channel(self, channel: int, timeout: float = 0) -> bytes:
@@ -208,7 +212,9 @@ class FakeCoreV1Api:
     docker: run each created pod as a Docker container and exec in it for real.
     """
 
-    def __init__(self, *, statuses=None, events=(), exec_answers=(), docker=None):
+    def __init__(
+        self, *, statuses=None, events=(), exec_answers=(), docker=None, expired_watches=0
+    ):
         self.api_client = k8s.ApiClient()  # what kubernetes.stream.stream switches to websockets
         self.calls: list[tuple[str, dict]] = []
         self.pods: dict[str, k8s.V1Pod] = {}
@@ -219,6 +225,7 @@ class FakeCoreV1Api:
         self.exec_answers = list(exec_answers)
         self.exec_sessions: list = []
         self.docker = docker
+        self.expired_watches = expired_watches
         self._version = 0
         self._lock = threading.Lock()
 
@@ -275,6 +282,10 @@ class FakeCoreV1Api:
             items = [p for p in self.pods.values() if selector in (p.metadata.labels or {})]
             return k8s.V1PodList(items=items)
         name = kwargs["field_selector"].removeprefix("metadata.name=")
+        if self.expired_watches:
+            self.expired_watches -= 1
+            gone = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
+            return WatchResponse([{"type": "ERROR", "object": gone}])
         statuses = self._statuses_left.get(name)
         if not statuses:
             threading.Event().wait(0.05)  # the server holds a watch open until its timeout
@@ -429,6 +440,15 @@ def test_watch_follows_the_pod_until_it_runs():
     runtime.close()
 
 
+def test_an_expired_watch_rereads_the_pod_and_watches_again():
+    api = FakeCoreV1Api(expired_watches=1)
+    runtime = make_runtime(api)
+    runtime.start()
+    assert len(api.called("read_namespaced_pod")) == 2  # before the first watch, after the 410
+    assert len([c for c in api.called("list_namespaced_pod") if c["watch"]]) == 2
+    runtime.close()
+
+
 def test_watch_timeout_names_the_pod_its_phase_and_events():
     unschedulable = k8s.V1PodStatus(
         phase="Pending",
@@ -550,6 +570,17 @@ def test_exec_without_an_exit_status_is_an_environment_error():
     runtime.close()
     with pytest.raises(EnvironmentUnavailableError, match="not running"):
         runtime.run("true", timeout=5)
+
+
+def test_a_broken_exec_stream_is_an_environment_error():
+    broken = WebSocketConnectionClosedException("socket is already closed.")
+    api = FakeCoreV1Api(exec_answers=[ScriptedExec(), ScriptedExec(broken=broken)])
+    runtime = make_runtime(api)
+    runtime.start()
+    api.pods.clear()  # e.g. the node went away
+    with pytest.raises(EnvironmentUnavailableError, match="the pod no longer exists"):
+        runtime.run("sleep 5", timeout=60)
+    runtime.close()
 
 
 def test_files_travel_as_tar_archives_over_exec():
