@@ -8,6 +8,10 @@
   python launch/evaluate.py --policy=/tmp/tiny_run/checkpoints --config=configs/tiny.py \\
       --num_runs=8 --temperature=1.0 --max_steps=100 --output_dir=/tmp/eval_tiny
 
+  # Best@k next to pass@k: execution-free verifier, execution checks, and the hybrid of both
+  python launch/evaluate.py --policy=... --config=... --num_runs=16 \
+      --select=verifier,execution,hybrid --verifier=/tmp/verifier_run/verifier --output_dir=...
+
 Run again with the same --output_dir to resume an interrupted evaluation. Outputs (see
 deepswe_jax.verify.evaluation): run_XX/predictions.jsonl for the SWE-bench harness,
 run_XX/report.json, run_XX/run_report.json, trajectories.jsonl, summary.json and curves.png

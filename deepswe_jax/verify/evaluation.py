@@ -537,7 +537,8 @@ def make_scorer(
         if verifier_dir is None:
             raise ValueError(
                 f"selectors {sorted(selectors)} need an execution-free verifier; pass its "
-                "directory (launch/train_verifier.py writes <workdir>/verifier)"
+                "directory (launch/evaluate.py --verifier=DIR; launch/train_verifier.py writes "
+                "<workdir>/verifier)"
             )
         scorers.append(verifier_scorer(verifier_dir))
     if needed & {"regression", "reproduction"}:
