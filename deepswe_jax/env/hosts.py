@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import docker
 import docker.errors
 import docker.utils
+from docker.transport import UnixHTTPAdapter
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +39,11 @@ ENDPOINT_SCHEMES = ("unix://", "tcp://", "ssh://")
 PROBE_TIMEOUT_S = 10.0
 # Timeout of ordinary API calls (image transfers and container starts can be slow).
 API_TIMEOUT_S = 120.0
+# docker-py keeps one urllib3 pool per URL and closes the least recently used one beyond
+# `num_pools` even while another thread's request holds it; with many containers at once the
+# defaults (25 pools of 10 connections) fail calls with AttributeError ('qsize' of a closed pool).
+CLIENT_NUM_POOLS = 512
+CLIENT_MAX_POOL_SIZE = 64
 FIRST_BACKOFF_S = 5.0
 MAX_BACKOFF_S = 300.0
 
@@ -65,9 +71,21 @@ def default_endpoint() -> str:
 def connect_client(endpoint: str, *, timeout: float) -> docker.DockerClient:
     """A client of `endpoint` (contacts it once to agree on the API version)."""
     kwargs = docker.utils.kwargs_from_env(environment={**os.environ, "DOCKER_HOST": endpoint})
-    return docker.DockerClient(
-        **kwargs, timeout=timeout, use_ssh_client=endpoint.startswith("ssh://")
+    client = docker.DockerClient(
+        **kwargs,
+        timeout=timeout,
+        use_ssh_client=endpoint.startswith("ssh://"),
+        max_pool_size=CLIENT_MAX_POOL_SIZE,
     )
+    if endpoint.startswith("unix://"):  # docker-py ignores num_pools for unix sockets
+        adapter = UnixHTTPAdapter(
+            "http+unix://" + endpoint.removeprefix("unix://"),
+            timeout,
+            pool_connections=CLIENT_NUM_POOLS,
+            max_pool_size=CLIENT_MAX_POOL_SIZE,
+        )
+        client.api.mount("http+docker://", adapter)
+    return client
 
 
 @dataclass(eq=False)
