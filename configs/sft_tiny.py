@@ -1,0 +1,48 @@
+"""Rejection-sampling / expert SFT of the tiny Qwen3 on the shipped tasks, then RL and evaluation.
+
+python launch/train_sft.py --config=configs/sft_tiny.py --workdir=/tmp/sft_tiny \\
+    --expert_tasks=tasks/tasks.jsonl
+python launch/train.py --config=configs/sft_tiny.py --workdir=/tmp/sft_rl_tiny \\
+    --config.init_from=/tmp/sft_tiny/checkpoints
+
+The agent budget fits the scripted expert's episodes (view around the first hunk, edits, a
+test run, finish: 900-1,800 tokens after prompts of 1,239-1,427 tokens), so the SFT data,
+the RL rollouts and the evaluation share one context size.
+"""
+
+import ml_collections
+
+from configs import tiny
+
+
+def get_config() -> ml_collections.ConfigDict:
+    config = tiny.get_config()
+    config.agent.update(
+        max_steps=8,
+        max_prompt_tokens=1536,
+        max_context=2048,
+        submit_notice_tokens=1792,
+    )
+    config.rl.update(compact_filtering=True)
+    # sft: AdamW (the fields make_optimizer reads) and the data of supervised fine-tuning.
+    #   num_steps optimizer steps of batch_size trajectories (micro_batch_size rows per
+    #   forward/backward); epochs reshuffle the data with the seed. max_per_task: the SWE-Gym
+    #   rejection-sampling cap. length_buckets: row lengths (prompt + context budget fits the
+    #   largest); () = powers of two.
+    config.sft = ml_collections.ConfigDict(
+        dict(
+            lr=1e-3,
+            b1=0.9,
+            b2=0.95,
+            weight_decay=0.0,
+            grad_clip=1.0,
+            warmup_steps=10,
+            num_steps=150,
+            batch_size=8,
+            micro_batch_size=4,
+            max_per_task=2,
+            length_buckets=(2048, 2560, 3072, 3584),
+        )
+    )
+    config.checkpoint.update(every=50, keep=2)
+    return config
