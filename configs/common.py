@@ -93,7 +93,16 @@ def get_config() -> ml_collections.ConfigDict:
         dict(kind="vllm", temperature=1.0, top_p=1.0, top_k=0, max_batch=512, hf_dir="")
     )
     config.env = ml_collections.ConfigDict(
-        dict(tasks="tasks/tasks.jsonl", max_envs=512, mem_limit="4g", cpus=1.0, pids_limit=512)
+        dict(
+            tasks="tasks/tasks.jsonl",
+            max_envs=512,
+            mem_limit="4g",
+            cpus=1.0,
+            pids_limit=512,
+            # Docker endpoints (unix://, tcp://, ssh://); empty: the local engine.
+            docker_hosts=(),
+            envs_per_host=0,
+        )
     )
     config.checkpoint = ml_collections.ConfigDict(dict(every=10, keep=3, async_save=True))
     return config

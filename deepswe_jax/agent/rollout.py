@@ -303,6 +303,32 @@ async def _gather_or_cancel(
         raise
 
 
+async def _episode_with_retries(
+    task: Task,
+    env_pool: EnvPool,
+    sampler: Sampler,
+    tokenizer: ChatTokenizer,
+    cfg: ml_collections.ConfigDict,
+    rollout_index: int,
+    policy_version: int,
+) -> Trajectory:
+    """`run_episode`, run again by the pool while it ends in an infrastructure failure (e.g.
+    its Docker host went away), so no trajectory is lost silently; pools without retries
+    (in-memory test pools) run it once."""
+
+    def episode() -> Awaitable[Trajectory]:
+        return run_episode(task, env_pool, sampler, tokenizer, cfg, rollout_index, policy_version)
+
+    run_with_retries = getattr(env_pool, "run_with_retries", None)
+    if run_with_retries is None:
+        return await episode()
+    return await run_with_retries(
+        episode,
+        failed=lambda trajectory: trajectory.infra_error,
+        name=f"{task.instance_id}#{rollout_index}",
+    )
+
+
 async def run_group(
     task: Task,
     n: int,
@@ -314,7 +340,10 @@ async def run_group(
 ) -> list[Trajectory]:
     """`n` concurrent episodes of `task` (rollout_index 0..n-1)."""
     return await _gather_or_cancel(
-        [run_episode(task, env_pool, sampler, tokenizer, cfg, i, policy_version) for i in range(n)],
+        [
+            _episode_with_retries(task, env_pool, sampler, tokenizer, cfg, i, policy_version)
+            for i in range(n)
+        ],
         progress=None,
     )
 
@@ -341,7 +370,7 @@ async def collect_rollouts(
     ) as progress:
         trajectories = await _gather_or_cancel(
             [
-                run_episode(task, env_pool, sampler, tokenizer, cfg, i, policy_version)
+                _episode_with_retries(task, env_pool, sampler, tokenizer, cfg, i, policy_version)
                 for task in tasks
                 for i in range(n)
             ],
