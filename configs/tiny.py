@@ -38,6 +38,9 @@ def get_config() -> ml_collections.ConfigDict:
         logprob_chunk=512,
         total_steps=3,
         compact_filtering=False,
+        # Rows padded to multiples of 512 (up to max_position_embeddings), not powers of two:
+        # prompt + 64 tokens fit 1,536.
+        length_buckets=tuple(range(512, 4097, 512)),
     )
     config.agent.update(
         max_steps=4,

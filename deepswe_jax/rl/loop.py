@@ -103,8 +103,10 @@ def update_policy(
     trajectories: Sequence[Trajectory],
     config: ml_collections.ConfigDict,
 ) -> tuple[TrainState, dict[str, float]]:
-    """Batch the trajectories (advantages, compact filter) and take config.rl.num_iterations
-    optimizer steps on them; a batch without loss tokens is skipped (train/skipped = 1).
+    """Batch the trajectories (advantages, compact filter, rows padded to a length bucket) and
+    take config.rl.num_iterations optimizer steps on them; a batch without loss tokens is
+    skipped (train/skipped = 1). Optional fields: config.rl.compact_filtering (default True),
+    config.rl.length_buckets (default (): powers of two).
 
     Returns the new state and the batch metrics plus the last step's train/ metrics.
     """
@@ -114,6 +116,7 @@ def update_policy(
         micro_batch_size=rl.micro_batch_size,
         advantage=rl.advantage,
         compact_filtering=rl.get("compact_filtering", True),
+        length_buckets=tuple(rl.get("length_buckets", ())) or None,  # () = powers of two
     )
     metrics = batch_metrics(batch.stats, len(batch.micro_batches))
     if not batch.micro_batches:
