@@ -214,6 +214,61 @@ def _finish_layer(
     return constrain(x + down, ("batch", "seq", "act_embed"))
 
 
+def attend_cache_and_new(
+    q: jax.Array,
+    cached_k: jax.Array,
+    cached_v: jax.Array,
+    cached_lengths: jax.Array,
+    new_k: jax.Array,
+    new_v: jax.Array,
+) -> jax.Array:
+    """Grouped-query attention of t new tokens to a row's filled cache slots and to themselves.
+
+    New token i of row b sees cache slots 0 .. cached_lengths[b] - 1 and new tokens 0 .. i. Both
+    parts share one softmax (float32 logits, shared max) without concatenating the cache with the
+    new block. The denominator is a dot with ones and divides the output, so a row's result
+    does not depend on the batch size (an elementwise sum reduction may vectorize differently).
+
+    Args:
+      q: [b, t, h, d] queries of the new tokens.
+      cached_k, cached_v: [b, c, k, d] the cache (slots past cached_lengths are ignored).
+      cached_lengths: [b] int, filled cache slots per row.
+      new_k, new_v: [b, t, k, d] keys/values of the new tokens.
+
+    Returns:
+      [b, t, h, d] in the dtype of q.
+    """
+    b, t, h, d = q.shape
+    c, kv_heads = cached_k.shape[1], cached_k.shape[2]
+    q = q.reshape(b, t, kv_heads, h // kv_heads, d)  # [b, t, k, g, d]
+    hidden = jnp.finfo(jnp.float32).min
+    cached_visible = jnp.arange(c) < cached_lengths[:, None]  # [b, c]
+    new_visible = jnp.tril(jnp.ones((t, t), bool))  # [t, s]
+    cached_logits = jnp.einsum("btkgd,bckd->bkgtc", q, cached_k, preferred_element_type=jnp.float32)
+    cached_logits = jnp.where(cached_visible[:, None, None, None], cached_logits * d**-0.5, hidden)
+    new_logits = jnp.einsum("btkgd,bskd->bkgts", q, new_k, preferred_element_type=jnp.float32)
+    new_logits = jnp.where(new_visible, new_logits * d**-0.5, hidden)
+    peak = jnp.maximum(cached_logits.max(-1, keepdims=True), new_logits.max(-1, keepdims=True))
+    cached_weights = jnp.exp(cached_logits - peak)  # [b, k, g, t, c]
+    new_weights = jnp.exp(new_logits - peak)  # [b, k, g, t, s]
+    denominator = jnp.einsum("bkgtc,c->btkg", cached_weights, jnp.ones((c,), jnp.float32))
+    denominator += jnp.einsum("bkgts,s->btkg", new_weights, jnp.ones((t,), jnp.float32))
+    value_dtype = cached_v.dtype
+    attended = jnp.einsum(
+        "bkgtc,bckd->btkgd",
+        cached_weights.astype(value_dtype),
+        cached_v,
+        preferred_element_type=jnp.float32,
+    )
+    attended += jnp.einsum(
+        "bkgts,bskd->btkgd",
+        new_weights.astype(value_dtype),
+        new_v,
+        preferred_element_type=jnp.float32,
+    )
+    return (attended / denominator[..., None]).astype(q.dtype).reshape(b, t, h, d)
+
+
 class Qwen3ForCausalLM(nnx.Module):
     """Qwen3 causal LM. Parameters are stored in ``param_dtype``, computed in ``dtype``.
 
@@ -322,8 +377,13 @@ class Qwen3ForCausalLM(nnx.Module):
         compute dtype), lengths [batch_size] zeros."""
         c = self.config
         shape = (c.num_hidden_layers, batch_size, max_length, c.num_key_value_heads, c.head_dim)
-        zeros = jnp.zeros(shape, dtype or self.dtype)
-        return KVCache(keys=zeros, values=zeros, lengths=jnp.zeros((batch_size,), jnp.int32))
+        dtype = dtype or self.dtype
+        # Two separate buffers (not one array twice), so a jit may donate the whole cache.
+        return KVCache(
+            keys=jnp.zeros(shape, dtype),
+            values=jnp.zeros(shape, dtype),
+            lengths=jnp.zeros((batch_size,), jnp.int32),
+        )
 
     def decode(
         self,
@@ -349,25 +409,32 @@ class Qwen3ForCausalLM(nnx.Module):
             positions = slots
         if num_tokens is None:
             num_tokens = jnp.full((batch,), t, jnp.int32)
-        key_slots = jnp.arange(cache.max_length, dtype=jnp.int32)
-        mask = (key_slots[None, None, :] <= slots[:, :, None])[:, None]  # [b, 1, t, c]
-        rows = jnp.arange(batch)[:, None]
-        config, dtype = self.config, self.dtype
+        config, dtype, cache_dtype = self.config, self.dtype, cache.keys.dtype
 
         def layer(x, layer_inputs):
-            p, cached_k, cached_v = layer_inputs
+            p, cached_k, cached_v = layer_inputs  # cached_k, cached_v [b, c, k, d], read only
             q, k, v = _project_qkv(p, x, positions, config, dtype)
-            cached_k = cached_k.at[rows, slots].set(k.astype(cached_k.dtype), mode="drop")
-            cached_v = cached_v.at[rows, slots].set(v.astype(cached_v.dtype), mode="drop")
-            attended = self._attend(
-                q, cached_k.astype(dtype), cached_v.astype(dtype), mask, is_causal=False
+            # Round through the cache dtype so this step sees what later steps will read.
+            k, v = k.astype(cache_dtype), v.astype(cache_dtype)
+            attended = attend_cache_and_new(
+                q,
+                cached_k.astype(dtype),
+                cached_v.astype(dtype),
+                cache.lengths,
+                k.astype(dtype),
+                v.astype(dtype),
             )
-            return _finish_layer(p, x, attended, config, dtype), (cached_k, cached_v)
+            return _finish_layer(p, x, attended, config, dtype), (k, v)
 
-        x, (keys, values) = jax.lax.scan(
+        # The scan only reads the cache; the new keys/values [L, b, t, k, d] are written once
+        # afterwards, in place when the caller donates the cache.
+        x, (new_keys, new_values) = jax.lax.scan(
             layer, self._embed(input_ids), (self.layers.stacked_params(), cache.keys, cache.values)
         )
         hidden = rms_norm(x, self.norm[...], config.rms_norm_eps, dtype)
+        rows = jnp.arange(batch)[:, None]
+        keys = cache.keys.at[:, rows, slots].set(new_keys, mode="drop")
+        values = cache.values.at[:, rows, slots].set(new_values, mode="drop")
         new_cache = KVCache(
             keys=constrain(keys, CACHE_LOGICAL_AXES),
             values=constrain(values, CACHE_LOGICAL_AXES),
