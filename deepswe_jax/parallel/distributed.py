@@ -1,0 +1,113 @@
+"""Multi-process (multi-host) JAX: joining the job, and what each process feeds and gathers.
+
+Every process runs the same program (SPMD). A process
+
+  * joins the job once, before any other JAX call: `initialize_distributed` (flags, the
+    JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID variables, or SLURM);
+  * feeds only the rows of each global batch its own devices hold: `process_local_rows`
+    (what `jax.make_array_from_process_local_data` expects);
+  * shares host data (trajectories) with every other process: `allgather_bytes`.
+
+CPU processes talk through gloo collectives (jax_cpu_collectives_implementation), so the
+multi-process paths run on one machine: launch/multihost_local.sh.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import Sharding
+
+from deepswe_jax.parallel.mesh import init_distributed
+
+logger = logging.getLogger(__name__)
+
+
+def slurm_num_tasks() -> int:
+    """Tasks of the SLURM job step this process belongs to (1 outside SLURM)."""
+    if "SLURM_JOB_ID" not in os.environ:
+        return 1
+    return int(os.environ.get("SLURM_STEP_NUM_TASKS", os.environ.get("SLURM_NTASKS", "1")))
+
+
+def initialize_distributed(
+    coordinator_address: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+) -> bool:
+    """Joins a multi-process JAX job when one is described; a no-op for a single process.
+
+    Order: explicit arguments (e.g. --coordinator_address/--num_processes/--process_id), then
+    JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID, then a SLURM job step of
+    several tasks (`srun`; JAX reads the node list, task id and count itself). CPU processes
+    use gloo collectives. Must run before any other JAX computation. Returns whether it joined.
+    """
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    explicit = coordinator_address or num_processes or process_id is not None
+    if not explicit and "JAX_NUM_PROCESSES" not in os.environ and slurm_num_tasks() > 1:
+        jax.distributed.initialize()  # SLURM: JAX reads the node list, task id and count
+        joined = True
+    else:
+        joined = init_distributed(coordinator_address, num_processes, process_id)
+    if joined:
+        logger.info(
+            "process %d of %d: %d local devices, %d in all",
+            jax.process_index(),
+            jax.process_count(),
+            jax.local_device_count(),
+            jax.device_count(),
+        )
+    return joined
+
+
+def is_primary_process() -> bool:
+    """True on the one process that writes logs, metrics and trajectory files (process 0)."""
+    return jax.process_index() == 0
+
+
+def process_local_rows(array: np.ndarray, sharding: Sharding) -> np.ndarray:
+    """The rows of a global `array` [rows, ...] that this process's devices hold under
+    `sharding` (batch-sharded along dimension 0): the process-local data
+    `jax.make_array_from_process_local_data(sharding, local)` turns back into `array`.
+
+    Raises if this process's rows are not one contiguous block (a mesh whose devices are not
+    grouped by process along the batch axes); build the mesh over jax.devices() in order.
+    """
+    indices = sharding.addressable_devices_indices_map(array.shape).values()
+    starts = sorted({index[0].start or 0 for index in indices})
+    stops = sorted(
+        {array.shape[0] if index[0].stop is None else index[0].stop for index in indices}
+    )
+    start, stop = starts[0], stops[-1]
+    held = sum(b - a for a, b in zip(starts, stops, strict=True))
+    if held != stop - start:
+        raise ValueError(
+            f"process {jax.process_index()} holds rows {list(zip(starts, stops, strict=True))} of "
+            f"{array.shape[0]}, not one block; order the mesh devices by process "
+            "(make_mesh over jax.devices())"
+        )
+    return array[start:stop]
+
+
+def allgather_bytes(payload: bytes) -> list[bytes]:
+    """Every process's `payload`, in process order (a collective: all processes must call it)."""
+    if jax.process_count() == 1:
+        return [payload]
+    length = np.array([len(payload)], np.int64)
+    lengths = np.asarray(multihost_utils.process_allgather(length)).reshape(-1)
+    padded = np.zeros(int(lengths.max()), np.uint8)
+    padded[: len(payload)] = np.frombuffer(payload, np.uint8)
+    gathered = np.asarray(multihost_utils.process_allgather(padded))
+    return [bytes(row[:size]) for row, size in zip(gathered, lengths.tolist(), strict=True)]
+
+
+def host_copy(tree: object) -> object:
+    """A numpy copy of every array of `tree`, gathered whole from all processes (a collective):
+    what a process-local sampler or a checksum needs from globally sharded parameters."""
+    if jax.process_count() == 1:
+        return jax.device_get(tree)
+    return multihost_utils.process_allgather(tree, tiled=True)
