@@ -13,7 +13,9 @@ Experiment configs start from `get_config()` and change what differs. Field mean
   tokenizer            local tokenizer directory.
   rl.*                 optimizer (AdamW) and GRPO++ settings; micro_batch_size is sequences per
                        gradient-accumulation step across all devices; total_steps RL iterations;
-                       peak_flops_per_device for the MFU metric (None: not reported).
+                       peak_flops_per_device for the MFU metric (None: not reported);
+                       overlap: roll out iteration k+1 while iteration k trains, from a policy
+                       at most max_staleness updates old (rl/overlap.py).
   agent.*              episode limits (tokens, steps, seconds); past submit_notice_tokens
                        response tokens the agent is told to submit (28K of 32K in DeepSWE).
   sampler.*            rollout sampler and sampling parameters; hf_dir: HF weights for vLLM
@@ -76,6 +78,8 @@ def get_config() -> ml_collections.ConfigDict:
             logprob_chunk=1024,
             total_steps=200,
             peak_flops_per_device=ml_collections.config_dict.placeholder(float),
+            overlap=False,
+            max_staleness=1,
         )
     )
     config.agent = ml_collections.ConfigDict(

@@ -14,8 +14,10 @@ multi-process paths run on one machine: launch/multihost_local.sh.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+from typing import TypeVar
 
 import jax
 import numpy as np
@@ -25,6 +27,8 @@ from jax.sharding import Sharding
 from deepswe_jax.parallel.mesh import init_distributed
 
 logger = logging.getLogger(__name__)
+
+Record = TypeVar("Record")
 
 
 def slurm_num_tasks() -> int:
@@ -111,3 +115,17 @@ def host_copy(tree: object) -> object:
     if jax.process_count() == 1:
         return jax.device_get(tree)
     return multihost_utils.process_allgather(tree, tiled=True)
+
+
+def process_local_record(record: Record, sharding: Sharding) -> Record:
+    """A frozen dataclass of [rows, ...] arrays (e.g. rl.batch.MicroBatch) cut to this
+    process's rows (`process_local_rows`); unchanged with a single process."""
+    if jax.process_count() == 1:
+        return record
+    return dataclasses.replace(
+        record,
+        **{
+            field.name: process_local_rows(getattr(record, field.name), sharding)
+            for field in dataclasses.fields(record)
+        },
+    )

@@ -11,7 +11,11 @@ Iteration k (0-based; its result is checkpoint step k + 1):
     metrics -> metrics.jsonl and tensorboard/; checkpoint every config.checkpoint.every steps
 
 The loop runs config.rl.total_steps iterations with config.rl.num_iterations optimizer steps
-per batch (DeepSWE: 1). Workdir layout: config.json, metrics.jsonl, tensorboard/,
+per batch (DeepSWE: 1). With config.rl.overlap, iteration k+1's rollouts run while iteration k
+trains, sampling a policy at most config.rl.max_staleness updates old (rl/overlap.py).
+Several processes (jax.distributed) each roll out their share of the tasks, share the
+trajectories, feed their own rows of the batch and save checkpoints together; process 0 alone
+writes config, metrics and trajectory files. Workdir layout: config.json, metrics.jsonl, tensorboard/,
 trajectories/iter_XXXXXX.jsonl, checkpoints/<step>/. Started again on the same workdir, a run
 resumes from its latest finished checkpoint: parameters, optimizer state, step, RNG key and
 task-stream position; it then redoes the iterations after that step exactly as before when
@@ -39,7 +43,7 @@ from flax import nnx
 
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.rollout import collect_rollouts
-from deepswe_jax.agent.trajectory import Trajectory, trajectories_path
+from deepswe_jax.agent.trajectory import Trajectory, trajectories_path, write_trajectories
 from deepswe_jax.checkpoint import (
     TrainCheckpoints,
     read_model_config,
@@ -49,9 +53,16 @@ from deepswe_jax.checkpoint import (
 from deepswe_jax.env.tasks import Task, load_tasks
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, load_hf_checkpoint
 from deepswe_jax.parallel import create_sharded_model, make_mesh, state_shardings
+from deepswe_jax.parallel.distributed import (
+    allgather_bytes,
+    host_copy,
+    is_primary_process,
+    process_local_record,
+)
 from deepswe_jax.parallel.sharding import Rules
 from deepswe_jax.rl.batch import assemble_batch
 from deepswe_jax.rl.metrics import MetricsWriter, batch_metrics, rollout_metrics
+from deepswe_jax.rl.overlap import RolloutScheduler
 from deepswe_jax.rl.train_step import LossSettings, Trainer, TrainState, make_optimizer
 from deepswe_jax.sampling.base import Sampler
 
@@ -121,11 +132,13 @@ def update_policy(
     metrics = batch_metrics(batch.stats, len(batch.micro_batches))
     if not batch.micro_batches:
         return state, {**metrics, "train/skipped": 1.0}
+    # Every process built the same global batch; each feeds the rows its devices hold.
+    micro_batches = [process_local_record(mb, trainer.batch_sharding) for mb in batch.micro_batches]
     old_logprobs = None
     if rl.num_iterations > 1:  # several updates per batch: clip against the pre-update policy
-        old_logprobs = [trainer.logprobs(state.params, mb) for mb in batch.micro_batches]
+        old_logprobs = [trainer.logprobs(state.params, mb) for mb in micro_batches]
     for _ in range(rl.num_iterations):
-        state, train_metrics = trainer.step(state, batch.micro_batches, old_logprobs)
+        state, train_metrics = trainer.step(state, micro_batches, old_logprobs)
     return state, {
         **metrics,
         "train/skipped": 0.0,
@@ -241,9 +254,12 @@ def make_sampler(
     rules: Rules,
     seed: int,
 ) -> Sampler:
-    """config.sampler.kind 'jax' (in-process, on the training mesh) or 'vllm' (needs a HF
-    directory with config.json: config.sampler.hf_dir, else config.init_from)."""
-    model = nnx.merge(trainer.graphdef, params)
+    """config.sampler.kind 'jax' (in-process, on the training mesh; with several processes on
+    this process's devices) or 'vllm' (needs a HF directory with config.json:
+    config.sampler.hf_dir, else config.init_from). `params` are the trainer's (a collective
+    with several processes: all must call this)."""
+    multiprocess = jax.process_count() > 1
+    model = nnx.merge(trainer.graphdef, host_copy(params) if multiprocess else params)
     max_len = config.agent.max_prompt_tokens + config.agent.max_context
     kind = config.sampler.kind
     if kind == "jax":
@@ -253,7 +269,7 @@ def make_sampler(
             model,
             max_batch=config.sampler.max_batch,
             max_cache_len=max_len,
-            mesh=trainer.mesh,
+            mesh=make_mesh(1, -1, 1, devices=jax.local_devices()) if multiprocess else trainer.mesh,
             rules=rules,
             seed=seed,
         )
@@ -371,6 +387,24 @@ def log_progress(step: int, total_steps: int, metrics: dict[str, float]) -> None
     )
 
 
+def published_weights(params: nnx.State) -> nnx.State:
+    """What the sampler is given: the trainer's params, or with several processes a whole host
+    copy on each (a collective), since each process's sampler runs on its own devices."""
+    return host_copy(params) if jax.process_count() > 1 else params
+
+
+def gather_trajectories(local: list[Trajectory]) -> list[Trajectory]:
+    """Every process's trajectories, in process order (a collective with several processes)."""
+    if jax.process_count() == 1:
+        return local
+    payload = "\n".join(t.to_json() for t in local).encode()
+    return [
+        Trajectory.from_json(line)
+        for part in allgather_bytes(payload)
+        for line in part.decode().splitlines()
+    ]
+
+
 def train(
     config: ml_collections.ConfigDict,
     workdir: str | os.PathLike,
@@ -389,7 +423,9 @@ def train(
     workdir.mkdir(parents=True, exist_ok=True)
     tasks = list(tasks) if tasks is not None else load_task_list(config)
     tokenizer = load_tokenizer(config)
-    save_config(config, workdir)
+    primary = is_primary_process()
+    if primary:
+        save_config(config, workdir)
     rules = sharding_rules(config)
     trainer = make_trainer(config, rules)
     with contextlib.ExitStack() as stack:
@@ -411,51 +447,84 @@ def train(
                 config, trainer, run.train_state.params, rules, sampler_seed(run)
             )
             stack.callback(sampler.close)
-        writer = stack.enter_context(MetricsWriter(workdir, resume_step=run.iteration))
-        state, tasks_consumed = run.train_state, run.tasks_consumed
-        for iteration in range(run.iteration, config.rl.total_steps):
+        writer = (
+            stack.enter_context(MetricsWriter(workdir, resume_step=run.iteration))
+            if primary
+            else None
+        )
+        tasks_consumed = run.tasks_consumed
+
+        async def collect(iteration: int, policy_version: int) -> tuple[list[Trajectory], int]:
+            """This process's share of the iteration's rollouts, and the task stream position."""
+            nonlocal tasks_consumed
             iteration_tasks, tasks_consumed = tasks_for_iteration(
                 tasks, seed=config.seed, position=tasks_consumed, count=config.rl.tasks_per_step
             )
+            trajectories = await collect_rollouts(
+                iteration_tasks[jax.process_index() :: jax.process_count()],
+                config.rl.n_rollouts,
+                env_pool,
+                sampler,
+                tokenizer,
+                config,
+                policy_version=policy_version,
+                show_progress=show_progress and primary,
+            )
+            return trajectories, tasks_consumed
+
+        overlap = config.rl.get("overlap", False)
+        scheduler = stack.enter_context(
+            RolloutScheduler(
+                runner,
+                collect,
+                sampler.sync_weights,
+                max_staleness=config.rl.get("max_staleness", 1) if overlap else 0,
+                start=run.iteration,
+                stop=config.rl.total_steps,
+            )
+        )
+        state = run.train_state
+        scheduler.publish(run.iteration, published_weights(state.params))
+        for iteration in range(run.iteration, config.rl.total_steps):
+            started = time.perf_counter()
             timings: dict[str, float] = {}
-            with timed(timings, "time/sync_s"):
-                sampler.sync_weights(state.params)
-            with timed(timings, "time/rollout_s"):
-                trajectories = runner.run(
-                    collect_rollouts(
-                        iteration_tasks,
-                        config.rl.n_rollouts,
-                        env_pool,
-                        sampler,
-                        tokenizer,
-                        config,
-                        policy_version=iteration,
-                        output_path=trajectories_path(workdir, iteration),
-                        show_progress=show_progress,
-                    )
-                )
-            if hasattr(sampler, "sleep"):  # frees the accelerator memory a vLLM engine holds
+            with timed(timings, "time/rollout_wait_s"):
+                rollouts = scheduler.next_batch(iteration)
+            local_trajectories, position = rollouts.result
+            trajectories = gather_trajectories(local_trajectories)
+            if primary:
+                write_trajectories(trajectories_path(workdir, iteration), trajectories)
+            if hasattr(sampler, "sleep") and not overlap:  # frees a vLLM engine's memory
                 sampler.sleep()
             with timed(timings, "time/train_s"):
-                state, update_metrics = update_policy(trainer, state, trajectories, config)
+                state, update_metrics = scheduler.run_while_collecting(
+                    update_policy, trainer, state, trajectories, config
+                )
             step = iteration + 1
+            scheduler.publish(step, published_weights(state.params))
             with timed(timings, "time/checkpoint_s"):
                 checkpoints.save(
                     step,
                     params=state.params,
                     opt_state=state.opt_state,
                     rng_key=run.rng_key,
-                    data_position={
-                        "tasks_consumed": tasks_consumed,
-                        "optimizer_steps": int(state.step),
-                    },
+                    data_position={"tasks_consumed": position, "optimizer_steps": int(state.step)},
                     config=config,
                     force=step == config.rl.total_steps,
                 )
-            metrics = {**rollout_metrics(trajectories), **update_metrics, **timings}
+            metrics = {
+                **rollout_metrics(trajectories),
+                **update_metrics,
+                **timings,
+                "time/sync_s": rollouts.sync_s,
+                "time/rollout_s": rollouts.rollout_s,
+                "time/iteration_s": time.perf_counter() - started,
+                "rollout/policy_lag": float(iteration - rollouts.policy_version),
+            }
             if hasattr(env_pool, "metrics"):
                 metrics.update(env_pool.metrics())
-            writer.write(step, metrics)
-            log_progress(step, config.rl.total_steps, metrics)
+            if primary:
+                writer.write(step, metrics)
+                log_progress(step, config.rl.total_steps, metrics)
         checkpoints.wait_until_finished()
     return state
