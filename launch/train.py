@@ -5,6 +5,12 @@
 
 Run again with the same --workdir to resume from its latest checkpoint. Metrics go to
 <workdir>/metrics.jsonl and <workdir>/tensorboard (tensorboard --logdir=<workdir>/tensorboard).
+
+Several processes (one per host) form one job from --coordinator_address/--num_processes/
+--process_id, the JAX_COORDINATOR_ADDRESS/JAX_NUM_PROCESSES/JAX_PROCESS_ID variables, or a
+SLURM step (srun); all use the same --workdir on a shared filesystem. On one machine:
+
+  launch/multihost_local.sh 2 4 python launch/train.py --config=configs/tiny.py --workdir=/tmp/mh
 """
 
 import logging
@@ -19,7 +25,7 @@ from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from deepswe_jax.parallel import init_distributed  # noqa: E402
+from deepswe_jax.parallel.distributed import initialize_distributed  # noqa: E402
 from deepswe_jax.rl.loop import train  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -30,6 +36,15 @@ _CONFIG = config_flags.DEFINE_config_file(
 _WORKDIR = flags.DEFINE_string(
     "workdir", None, "Run directory: checkpoints, metrics, trajectories."
 )
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", None, "host:port of process 0 (default: $JAX_COORDINATOR_ADDRESS)."
+)
+_NUM_PROCESSES = flags.DEFINE_integer(
+    "num_processes", None, "Processes in the job (default: $JAX_NUM_PROCESSES, SLURM, or 1)."
+)
+_PROCESS_ID = flags.DEFINE_integer(
+    "process_id", None, "This process's index (default: $JAX_PROCESS_ID or SLURM)."
+)
 
 
 def main(argv: list[str]) -> None:
@@ -38,7 +53,7 @@ def main(argv: list[str]) -> None:
     # Our progress at INFO; libraries (Orbax logs every save at INFO) at WARNING.
     absl_logging.set_verbosity(absl_logging.WARNING)
     logging.getLogger("deepswe_jax").setLevel(logging.INFO)
-    init_distributed()
+    initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
     train(_CONFIG.value, _WORKDIR.value)
 
 
