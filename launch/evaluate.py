@@ -12,6 +12,11 @@
   python launch/evaluate.py --policy=... --config=... --num_runs=16 \
       --select=verifier,execution,hybrid --verifier=/tmp/verifier_run/verifier --output_dir=...
 
+Several processes (--num_processes/--process_id, JAX_NUM_PROCESSES/JAX_PROCESS_ID, or a SLURM
+step) split the tasks: process i of n evaluates every n-th task from i into
+<output_dir>/shard_i-of-n on its own devices. Episodes need no collectives, so the processes
+do not join one JAX job (a policy then samples on each host's devices, not a global mesh).
+
 Run again with the same --output_dir to resume an interrupted evaluation. Outputs (see
 deepswe_jax.verify.evaluation): run_XX/predictions.jsonl for the SWE-bench harness,
 run_XX/report.json, run_XX/run_report.json, trajectories.jsonl, summary.json and curves.png
@@ -31,6 +36,7 @@ from absl import logging as absl_logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from configs import common  # noqa: E402
+from deepswe_jax.parallel.distributed import launched_process_shard  # noqa: E402
 from deepswe_jax.verify import evaluation  # noqa: E402
 from deepswe_jax.verify.select import SELECTORS  # noqa: E402
 
@@ -68,6 +74,12 @@ _MAX_ENVS = flags.DEFINE_integer("max_envs", None, "Containers at once (config.e
 _GRADE_CONCURRENCY = flags.DEFINE_integer(
     "grade_concurrency", 2, "Gradings (and execution checks) at once."
 )
+_NUM_PROCESSES = flags.DEFINE_integer(
+    "num_processes", None, "Processes sharing the tasks (default: $JAX_NUM_PROCESSES, SLURM, 1)."
+)
+_PROCESS_ID = flags.DEFINE_integer(
+    "process_id", None, "This process's share (default: $JAX_PROCESS_ID or $SLURM_PROCID)."
+)
 
 
 def main(argv: list[str]) -> None:
@@ -92,11 +104,17 @@ def main(argv: list[str]) -> None:
         )
     if _MAX_ENVS.value is not None:
         config.env.max_envs = _MAX_ENVS.value
+    tasks = evaluation.load_eval_tasks(_TASKS.value or config.env.tasks, _INSTANCE_IDS.value)
+    output_dir = _OUTPUT_DIR.value
+    process_id, num_processes = launched_process_shard(_NUM_PROCESSES.value, _PROCESS_ID.value)
+    if num_processes > 1:
+        tasks = tasks[process_id::num_processes]
+        output_dir = os.path.join(output_dir, f"shard_{process_id}-of-{num_processes}")
     evaluation.run_evaluation(
         config,
         policy,
-        _OUTPUT_DIR.value,
-        tasks=evaluation.load_eval_tasks(_TASKS.value or config.env.tasks, _INSTANCE_IDS.value),
+        output_dir,
+        tasks=tasks,
         num_runs=_NUM_RUNS.value,
         model_name=_MODEL_NAME.value,
         selectors=_SELECT.value,

@@ -129,3 +129,20 @@ def process_local_record(record: Record, sharding: Sharding) -> Record:
             for field in dataclasses.fields(record)
         },
     )
+
+
+def launched_process_shard(
+    num_processes: int | None = None, process_id: int | None = None
+) -> tuple[int, int]:
+    """(this process's index, process count) of a launch without joining a JAX job: flags,
+    then JAX_PROCESS_ID / JAX_NUM_PROCESSES, then SLURM_PROCID / SLURM_NTASKS; (0, 1) alone.
+    For work that needs no collectives (evaluation): each process takes its own share."""
+    count = num_processes or int(os.environ.get("JAX_NUM_PROCESSES", 0)) or slurm_num_tasks()
+    if process_id is None:
+        process_id = int(os.environ.get("JAX_PROCESS_ID", os.environ.get("SLURM_PROCID", 0)))
+    if not 0 <= process_id < count:
+        raise ValueError(
+            f"process id {process_id} is outside 0..{count - 1}; set --process_id below "
+            "--num_processes (or JAX_PROCESS_ID below JAX_NUM_PROCESSES)"
+        )
+    return process_id, count
