@@ -26,7 +26,7 @@ from deepswe_jax.verify.verifier import (
     trajectory_steps,
     verifier_micro_batch,
 )
-from launch.train_verifier import split_by_task, train_verifier
+from deepswe_jax.verify.verifier_training import split_by_task, train_verifier
 
 TOKENIZER_DIR = "tests/assets/tokenizer"
 WORDS = "parse value token lexer reader config cache interval table width date week".split()
