@@ -35,6 +35,8 @@ lengths decode together (continuous batching): to start a new request in row b, 
 to 0 with ``cache.reset_rows(row_mask)`` and prefill it (other rows may pass ``num_tokens=0``
 for that call, which leaves them unchanged). ``positions`` default to the slot indices
 (``lengths[b] + i``). The caller keeps ``lengths + t <= C``; writes past the end are dropped.
+The layer scan only reads the cache; the new keys/values are written once after it, so with a
+donated cache a step writes L * b * t slots in place instead of copying the cache.
 """
 
 from __future__ import annotations
@@ -278,8 +280,9 @@ class Qwen3ForCausalLM(nnx.Module):
       param_dtype: storage dtype of parameters.
       dtype: compute dtype of activations (logits are returned in float32).
       remat: 'none' | 'full' | 'save_dots' | 'offload' (see ``remat_policy``).
-      attention_impl: passed to ``jax.nn.dot_product_attention`` (None = let JAX choose,
-        'cudnn' to force the cuDNN flash kernel on GPU, 'xla').
+      attention_impl: passed to ``jax.nn.dot_product_attention`` in the full-sequence forward
+        (None = let JAX choose, 'cudnn' to force the cuDNN flash kernel on GPU, 'xla');
+        ``decode`` uses ``attend_cache_and_new``.
     """
 
     def __init__(
