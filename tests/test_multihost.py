@@ -141,7 +141,10 @@ def test_two_processes_train_like_one(tmp_path: Path):
     names = [name for name in one.files if name != "loss"]
     assert len(names) > 5 and sorted(names) == sorted(n for n in two.files if n != "loss")
     for name in names:
-        np.testing.assert_allclose(two[name], one[name], rtol=0, atol=1e-6, err_msg=name)
+        # Gradients are summed across processes by gloo, within one process by XLA: the
+        # float order differs, and Adam's normalization turns that into ~1e-6 on rare
+        # elements, 1% of one update (lr 1e-3).
+        np.testing.assert_allclose(two[name], one[name], rtol=0, atol=1e-5, err_msg=name)
         np.testing.assert_array_equal(restored[name], two[name], err_msg=name)
     np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-6)
 
