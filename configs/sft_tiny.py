@@ -28,7 +28,8 @@ def get_config() -> ml_collections.ConfigDict:
     #   num_steps optimizer steps of batch_size trajectories (micro_batch_size rows per
     #   forward/backward); epochs reshuffle the data with the seed. max_per_task: the SWE-Gym
     #   rejection-sampling cap. length_buckets: row lengths (prompt + context budget fits the
-    #   largest); () = powers of two.
+    #   largest); () = powers of two. max_tokens: train on the first max_tokens tokens of each
+    #   trajectory (0 = all).
     config.sft = ml_collections.ConfigDict(
         dict(
             lr=1e-3,
@@ -41,7 +42,8 @@ def get_config() -> ml_collections.ConfigDict:
             batch_size=8,
             micro_batch_size=4,
             max_per_task=2,
-            length_buckets=(2048, 2560, 3072, 3584),
+            length_buckets=(1536, 2048, 2560, 3072, 3584),
+            max_tokens=0,
         )
     )
     config.checkpoint.update(every=50, keep=2)

@@ -10,6 +10,9 @@ sharded, gradient-accumulating `Trainer` as its `loss_fn`:
     trainer = Trainer(model, optimizer, LossSettings(temperature=1.0), mesh=mesh,
                       loss_fn=NegativeLogLikelihoodLoss())
     state, metrics = trainer.step(state, sft_batch(trajectories, micro_batch_size=8).micro_batches)
+
+`train_sft(config, workdir, trajectories)` runs config.sft.num_steps such steps on seeded
+shuffles of the data, with the RL loop's checkpoints and metrics (launch/train_sft.py).
 """
 
 from __future__ import annotations
@@ -90,12 +93,28 @@ class NegativeLogLikelihoodLoss:
         }
 
 
+def truncate_trajectory(trajectory: Trajectory, max_tokens: int) -> Trajectory:
+    """The first `max_tokens` tokens of `trajectory` (a token-exact prefix, with its loss mask
+    and sampler log-probs); the trajectory itself when it is not longer."""
+    if len(trajectory.token_ids) <= max_tokens:
+        return trajectory
+    prompt_tokens = min(len(trajectory.prompt_ids), max_tokens)
+    return dataclasses.replace(
+        trajectory,
+        prompt_ids=trajectory.prompt_ids[:prompt_tokens],
+        token_ids=trajectory.token_ids[:max_tokens],
+        loss_mask=trajectory.loss_mask[:max_tokens],
+        sampler_logprobs=trajectory.sampler_logprobs[:max_tokens],
+    )
+
+
 def sft_batch(
     trajectories: Sequence[Trajectory],
     *,
     micro_batch_size: int,
     length_buckets: Sequence[int] | None = None,
     pack_length: int | None = None,
+    max_tokens: int | None = None,
 ) -> TrainBatch:
     """Micro-batches of `trajectories` for `NegativeLogLikelihoodLoss`, token for token as sampled.
 
@@ -103,8 +122,12 @@ def sft_batch(
     except infrastructure failures (choose them first, e.g. with
     `verify.rejection_sampling.select_for_sft`); the advantages are not used.
     Args as `rl.batch.assemble_batch`: rows per micro-batch, allowed row lengths (None = powers
-    of two), and the row length to pack several sequences into (None = one per row).
+    of two), and the row length to pack several sequences into (None = one per row);
+    max_tokens: train on each trajectory's first max_tokens tokens only (None = all), the
+    usual SFT cut to a maximum sequence length.
     """
+    if max_tokens is not None:
+        trajectories = [truncate_trajectory(t, max_tokens) for t in trajectories]
     return assemble_batch(
         trajectories,
         micro_batch_size=micro_batch_size,
@@ -193,6 +216,7 @@ def train_sft(
                 [trajectories[i] for i in indices],
                 micro_batch_size=sft.micro_batch_size,
                 length_buckets=length_buckets,
+                max_tokens=sft.get("max_tokens") or None,
             )
             state, metrics = trainer.step(state, batch.micro_batches)
             checkpoints.save(

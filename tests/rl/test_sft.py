@@ -16,6 +16,7 @@ from deepswe_jax.rl.sft import (
     negative_log_likelihood,
     sft_batch,
     sft_batch_indices,
+    truncate_trajectory,
 )
 from deepswe_jax.rl.train_step import LossSettings, Trainer, make_optimizer
 
@@ -159,3 +160,18 @@ def test_batch_indices_walk_seeded_epochs_without_repeats():
     assert steps != [sft_batch_indices(5, seed=4, step=s, batch_size=2) for s in range(5)]
     with pytest.raises(ValueError, match="batch_size=6"):
         sft_batch_indices(5, seed=0, step=0, batch_size=6)
+
+
+def test_max_tokens_trains_on_a_token_exact_prefix():
+    trajectory = episode(3)
+    cut = len(trajectory.prompt_ids) + 2
+    short = truncate_trajectory(trajectory, cut)
+    assert short.token_ids == trajectory.token_ids[:cut] and short.loss_mask[-2:] == (1, 1)
+    assert truncate_trajectory(trajectory, 10_000) is trajectory
+    (micro_batch,) = sft_batch([trajectory], micro_batch_size=1, max_tokens=cut).micro_batches
+    assert micro_batch.loss_mask.sum() == 2
+    np.testing.assert_array_equal(
+        micro_batch.input_ids[0, : cut - 1], trajectory.token_ids[: cut - 1]
+    )
+    # A cut inside the prompt leaves nothing to train on: the trajectory drops out.
+    assert sft_batch([trajectory], micro_batch_size=1, max_tokens=2).micro_batches == ()
