@@ -39,19 +39,32 @@ TOKENIZER_DIR = REPO_ROOT / "tests" / "assets" / "tokenizer"
 
 
 class SecondDockerDaemon:
-    """A dockerd with its own socket, data root, exec root and pid file; no bridge network and no
-    iptables rules, so it leaves the machine's main daemon alone."""
+    """A dockerd with its own socket, data root, exec root, pid file and bridge interface, and no
+    iptables rules, so it leaves the machine's main daemon alone. (`--bridge=none` would not:
+    a daemon started with it deletes the shared docker0 bridge, breaking the main daemon's
+    builds.)"""
 
     def __init__(self, root: Path):
         self.root = root  # short: unix socket paths are limited to 107 bytes
         self.endpoint = f"unix://{root}/docker.sock"
         self.log_path = root / "dockerd.log"
+        self.bridge = f"dkd{uuid.uuid4().hex[:8]}"  # interface names are at most 15 bytes
         self.process: subprocess.Popen | None = None
+
+    def _ensure_bridge(self) -> None:
+        if subprocess.run(["ip", "link", "show", self.bridge], capture_output=True).returncode:
+            for command in (
+                ["ip", "link", "add", "name", self.bridge, "type", "bridge"],
+                ["ip", "addr", "add", "172.31.254.1/24", "dev", self.bridge],
+                ["ip", "link", "set", self.bridge, "up"],
+            ):
+                subprocess.run(command, check=True, capture_output=True)
 
     def start(self) -> None:
         dockerd = shutil.which("dockerd")
         if dockerd is None:
             pytest.fail("dockerd is not on PATH; multi-host tests start a second daemon")
+        self._ensure_bridge()
         with open(self.log_path, "a") as log:
             self.process = subprocess.Popen(
                 [
@@ -60,7 +73,7 @@ class SecondDockerDaemon:
                     f"--data-root={self.root / 'data'}",
                     f"--exec-root={self.root / 'exec'}",
                     f"--pidfile={self.root / 'docker.pid'}",
-                    "--bridge=none",
+                    f"--bridge={self.bridge}",
                     "--iptables=false",
                     "--ip-masq=false",
                     "--log-level=warn",
@@ -95,6 +108,7 @@ class SecondDockerDaemon:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
 
 
 @pytest.fixture
