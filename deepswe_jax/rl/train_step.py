@@ -236,6 +236,7 @@ class Trainer:
         self.graphdef, params = nnx.split(model, nnx.Param)
         abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), params)
         self._abstract_params = abstract_params
+        self._metric_keys: dict[tuple, tuple[str, ...]] = {}
         self.model_config = model.config
         self.optimizer = optimizer
         self.loss = loss
@@ -354,14 +355,19 @@ class Trainer:
 
     def _initial_sums(self, batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
         """Identity elements of `_merge_sums` for every metric key of `batch`'s loss, replicated."""
-        _, abstract_sums = jax.eval_shape(
-            self._micro_batch_gradients, self._abstract_params, batch, None
-        )
+        # Tracing the model to learn the loss's metric keys costs as much as a small model's
+        # step: do it once per batch signature.
+        signature = tuple((name, x.shape, x.dtype) for name, x in sorted(batch.items()))
+        if signature not in self._metric_keys:
+            _, abstract_sums = jax.eval_shape(
+                self._micro_batch_gradients, self._abstract_params, batch, None
+            )
+            self._metric_keys[signature] = tuple(abstract_sums)
         values = {
             key: np.float32(
                 np.inf if key.endswith("_min") else -np.inf if key.endswith("_max") else 0
             )
-            for key in abstract_sums
+            for key in self._metric_keys[signature]
         }
         return jax.device_put(values, self._replicated)
 
