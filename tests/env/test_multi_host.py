@@ -235,15 +235,14 @@ def test_pool_survives_a_docker_host_dying_mid_run(tiny_task, docker_client, sec
             during = pool.metrics()
 
             await asyncio.to_thread(second_daemon.start)
-            leftovers = await asyncio.to_thread(lambda: len(labelled(second_client, label)))
             assert await pool.probe_down_hosts() == 2
             async with pool.acquire(tiny_task), pool.acquire(tiny_task):
                 async with pool.acquire(tiny_task), pool.acquire(tiny_task):
                     after = pool.metrics()
                     held_on_second = len(labelled(second_client, label))
-            return trajectories, during, leftovers, after, held_on_second
+            return trajectories, during, after, held_on_second
 
-    trajectories, during, leftovers, after, held_on_second = asyncio.run(main())
+    trajectories, during, after, held_on_second = asyncio.run(main())
 
     # No trajectory was lost: all four finished and were graded resolved.
     assert [t.rollout_index for t in trajectories] == [0, 1, 2, 3]
@@ -257,8 +256,9 @@ def test_pool_survives_a_docker_host_dying_mid_run(tiny_task, docker_client, sec
     assert during["envs/hosts_up"] == 1
     assert during["envs/host1_started"] == 2 and during["envs/host0_started"] == 4
     assert during["envs/image_copies"] == 1  # the task image went to the empty daemon once
-    # Restarted, the second host is re-admitted; the killed episodes' containers are removed.
-    assert leftovers >= 2  # at least the two killed episodes' containers
+    # Restarted, the second host is re-admitted and the killed episodes' containers are removed
+    # (by the pool's background retries or on re-admission, whichever comes first: so only the
+    # two containers acquired afterwards are on it).
     assert after["envs/hosts_up"] == 2
     assert after["envs/host0_active"] == 2 and after["envs/host1_active"] == 2
     assert held_on_second == 2
