@@ -24,7 +24,8 @@ def get_config() -> ml_collections.ConfigDict:
         submit_notice_tokens=1792,
     )
     config.rl.update(compact_filtering=True)
-    # sft: AdamW (the fields make_optimizer reads) and the data of supervised fine-tuning.
+    # sft: AdamW (the fields make_optimizer reads; cosine_decay: to 0 at num_steps) and the data
+    #   of supervised fine-tuning.
     #   num_steps optimizer steps of batch_size trajectories (micro_batch_size rows per
     #   forward/backward); epochs reshuffle the data with the seed. max_per_task: the SWE-Gym
     #   rejection-sampling cap. length_buckets: row lengths (prompt + context budget fits the
@@ -38,6 +39,7 @@ def get_config() -> ml_collections.ConfigDict:
             weight_decay=0.0,
             grad_clip=1.0,
             warmup_steps=10,
+            cosine_decay=True,
             num_steps=150,
             batch_size=8,
             micro_batch_size=4,

@@ -160,17 +160,20 @@ def sft_batch_indices(num_examples: int, *, seed: int, step: int, batch_size: in
 def make_sft_trainer(config: ml_collections.ConfigDict, rules: Rules) -> Trainer:
     """The sharded trainer of config.model with AdamW from config.sft and the NLL loss.
 
-    Log-probs are scored at temperature 1: SFT fits the model's own distribution, whatever
-    temperature the sampler later uses.
+    The learning rate warms up over config.sft.warmup_steps, then stays constant or, with
+    config.sft.cosine_decay, decays to 0 at config.sft.num_steps. Log-probs are scored at
+    temperature 1: SFT fits the model's own distribution, whatever temperature the sampler
+    later uses.
     """
+    decay_steps = config.sft.num_steps if config.sft.get("cosine_decay", False) else 0
     return Trainer(
         nnx.eval_shape(model_factory(config)),
-        make_optimizer(config.sft),
+        make_optimizer(config.sft, decay_steps),
         LossSettings(logprob_chunk=config.rl.logprob_chunk, temperature=1.0),
         mesh=make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor),
         rules=rules,
         peak_flops_per_device=config.rl.get("peak_flops_per_device"),
-        learning_rate=learning_rate_schedule(config.sft),
+        learning_rate=learning_rate_schedule(config.sft, decay_steps),
         loss_fn=NegativeLogLikelihoodLoss(),
     )
 

@@ -50,18 +50,29 @@ class TrainState:
     opt_state: optax.OptState
 
 
-def learning_rate_schedule(rl: ml_collections.ConfigDict) -> optax.Schedule:
-    """Linear warmup from 0 over `rl.warmup_steps`, then constant `rl.lr` (DeepSWE: constant)."""
+def learning_rate_schedule(rl: ml_collections.ConfigDict, decay_steps: int = 0) -> optax.Schedule:
+    """Linear warmup from 0 over `rl.warmup_steps`, then constant `rl.lr` (DeepSWE: constant);
+    with `decay_steps` > 0 a cosine decay from `rl.lr` to 0 at step `decay_steps` instead (SFT)."""
+    if decay_steps > 0:
+        return optax.warmup_cosine_decay_schedule(
+            0.0, rl.lr, rl.warmup_steps, max(decay_steps, rl.warmup_steps + 1)
+        )
     if rl.warmup_steps > 0:
         return optax.linear_schedule(0.0, rl.lr, rl.warmup_steps)  # holds rl.lr afterwards
     return optax.constant_schedule(rl.lr)
 
 
-def make_optimizer(rl: ml_collections.ConfigDict) -> optax.GradientTransformation:
+def make_optimizer(
+    rl: ml_collections.ConfigDict, decay_steps: int = 0
+) -> optax.GradientTransformation:
     """Global-norm clipping (`rl.grad_clip`, 0 = off) then AdamW with decay on every parameter
-    (as torch AdamW in verl, which DeepSWE trained with)."""
+    (as torch AdamW in verl, which DeepSWE trained with); learning rate as
+    `learning_rate_schedule(rl, decay_steps)`."""
     adamw = optax.adamw(
-        learning_rate_schedule(rl), b1=rl.b1, b2=rl.b2, weight_decay=rl.weight_decay
+        learning_rate_schedule(rl, decay_steps),
+        b1=rl.b1,
+        b2=rl.b2,
+        weight_decay=rl.weight_decay,
     )
     if rl.grad_clip > 0:
         return optax.chain(optax.clip_by_global_norm(rl.grad_clip), adamw)

@@ -18,7 +18,12 @@ from deepswe_jax.rl.sft import (
     sft_batch_indices,
     truncate_trajectory,
 )
-from deepswe_jax.rl.train_step import LossSettings, Trainer, make_optimizer
+from deepswe_jax.rl.train_step import (
+    LossSettings,
+    Trainer,
+    learning_rate_schedule,
+    make_optimizer,
+)
 
 MODEL = Qwen3Config(
     vocab_size=128,
@@ -175,3 +180,10 @@ def test_max_tokens_trains_on_a_token_exact_prefix():
     )
     # A cut inside the prompt leaves nothing to train on: the trajectory drops out.
     assert sft_batch([trajectory], micro_batch_size=1, max_tokens=2).micro_batches == ()
+
+
+def test_cosine_decay_reaches_zero_at_the_last_step():
+    sft = tiny.get_config().rl
+    sft.update(lr=1e-2, warmup_steps=2)
+    schedule = learning_rate_schedule(sft, decay_steps=10)
+    assert [float(schedule(s)) for s in (0, 2, 6, 10)] == pytest.approx([0.0, 1e-2, 5e-3, 0.0])
