@@ -7,7 +7,9 @@ python launch/train.py --config=configs/sft_tiny.py --workdir=/tmp/sft_rl_tiny \
 
 The agent budget fits the scripted expert's episodes (view around the first hunk, edits, a
 test run, finish: 900-1,800 tokens after prompts of 1,239-1,427 tokens), so the SFT data,
-the RL rollouts and the evaluation share one context size.
+the RL rollouts and the evaluation share one context size. A high learning rate with cosine
+decay and batches of 2: the tiny model needs ~100-150 such steps to pick up the tool-call format
+(tests/test_train_sft.py).
 """
 
 import ml_collections
@@ -33,16 +35,16 @@ def get_config() -> ml_collections.ConfigDict:
     #   trajectory (0 = all).
     config.sft = ml_collections.ConfigDict(
         dict(
-            lr=1e-3,
+            lr=2e-2,
             b1=0.9,
             b2=0.95,
             weight_decay=0.0,
             grad_clip=1.0,
-            warmup_steps=10,
+            warmup_steps=5,
             cosine_decay=True,
-            num_steps=150,
-            batch_size=8,
-            micro_batch_size=4,
+            num_steps=200,
+            batch_size=2,
+            micro_batch_size=2,
             max_per_task=2,
             length_buckets=(1536, 2048, 2560, 3072, 3584),
             max_tokens=0,
