@@ -24,6 +24,7 @@ from pathlib import Path
 # configs/ and deepswe_jax/ live there.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import jax  # noqa: E402
 from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
@@ -35,6 +36,7 @@ from deepswe_jax.agent.trajectory import (  # noqa: E402
 )
 from deepswe_jax.env.tasks import load_tasks  # noqa: E402
 from deepswe_jax.parallel import init_distributed  # noqa: E402
+from deepswe_jax.parallel.distributed import is_primary_process  # noqa: E402
 from deepswe_jax.rl.sft import train_sft  # noqa: E402
 from deepswe_jax.verify.expert import run_expert  # noqa: E402
 from deepswe_jax.verify.rejection_sampling import select_for_sft  # noqa: E402
@@ -89,6 +91,11 @@ def main(argv: list[str]) -> None:
             "configs/sft_tiny.py"
         )
     init_distributed()
+    if _EXPERT_TASKS.value and jax.process_count() > 1:
+        raise app.UsageError(
+            "collect expert trajectories in a single process first (--expert_tasks writes "
+            "<workdir>/expert_trajectories.jsonl), then train on several with --trajectories"
+        )
     workdir = Path(_WORKDIR.value).resolve()
     data_path = workdir / SFT_DATA_FILE
     if data_path.exists():
@@ -121,7 +128,8 @@ def main(argv: list[str]) -> None:
                 "too small for the task stops it as max_context)"
             )
         trajectories = list(selection.trajectories)
-        write_trajectories(data_path, trajectories)
+        if is_primary_process():
+            write_trajectories(data_path, trajectories)
     train_sft(config, workdir, trajectories)
 
 

@@ -34,6 +34,7 @@ from flax import nnx
 from deepswe_jax.agent.trajectory import Trajectory
 from deepswe_jax.checkpoint import TrainCheckpoints
 from deepswe_jax.parallel import make_mesh
+from deepswe_jax.parallel.distributed import is_primary_process, process_local_record
 from deepswe_jax.parallel.sharding import Rules
 from deepswe_jax.rl.batch import TrainBatch, assemble_batch
 from deepswe_jax.rl.loop import (
@@ -190,12 +191,15 @@ def train_sft(
     checkpoints/<step>/ every config.checkpoint.every steps and at the end. The checkpoints
     folder is a valid `config.init_from` for launch/train.py and a policy for
     launch/evaluate.py. Started again on the same workdir, a run resumes from its latest
-    checkpoint and sees the same batches.
+    checkpoint and sees the same batches. With several processes each one feeds its share of
+    every batch's rows; the first writes config and metrics.
     """
     sft = config.sft
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    save_config(config, workdir)
+    primary = is_primary_process()
+    if primary:
+        save_config(config, workdir)
     rules = sharding_rules(config)
     trainer = make_sft_trainer(config, rules)
     length_buckets = tuple(sft.length_buckets) or None
@@ -209,7 +213,11 @@ def train_sft(
             )
         )
         run = restore_or_init(config, trainer, checkpoints, rules)
-        writer = stack.enter_context(MetricsWriter(workdir, resume_step=run.iteration))
+        writer = (
+            stack.enter_context(MetricsWriter(workdir, resume_step=run.iteration))
+            if primary
+            else None
+        )
         state = run.train_state
         for step in range(run.iteration, sft.num_steps):
             indices = sft_batch_indices(
@@ -221,7 +229,11 @@ def train_sft(
                 length_buckets=length_buckets,
                 max_tokens=sft.get("max_tokens") or None,
             )
-            state, metrics = trainer.step(state, batch.micro_batches)
+            # Every process builds the same batch and feeds the rows its devices hold.
+            micro_batches = [
+                process_local_record(mb, trainer.batch_sharding) for mb in batch.micro_batches
+            ]
+            state, metrics = trainer.step(state, micro_batches)
             checkpoints.save(
                 step + 1,
                 params=state.params,
@@ -234,7 +246,8 @@ def train_sft(
                 config=config,
                 force=step + 1 == sft.num_steps,
             )
-            writer.write(step + 1, {f"sft/{key}": value for key, value in metrics.items()})
+            if writer is not None:
+                writer.write(step + 1, {f"sft/{key}": value for key, value in metrics.items()})
             logger.info(
                 "sft step %d/%d: loss %.4f, perplexity %.2f, %.1f s",
                 step + 1,
