@@ -10,10 +10,10 @@ import sys
 import time
 import uuid
 
-import docker
 from absl import app, flags
 
 from deepswe_jax.env.grading import check_tasks, format_checks
+from deepswe_jax.env.hosts import default_client
 from deepswe_jax.env.images import ensure_task_images
 from deepswe_jax.env.tasks import load_tasks
 
@@ -28,7 +28,7 @@ def main(argv: list[str]) -> None:
     del argv
     started = time.monotonic()
     tasks = load_tasks(_TASKS.value)
-    client = docker.from_env()
+    client = default_client()
     ensure_task_images(tasks, client)
     run_label = f"validate-{uuid.uuid4().hex[:8]}"
     try:

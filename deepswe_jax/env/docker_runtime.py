@@ -40,6 +40,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
+from deepswe_jax.env.hosts import default_client
 from deepswe_jax.env.tools import SERVER_PATH, install_archive, tool_argv
 
 logger = logging.getLogger(__name__)
@@ -164,7 +165,7 @@ def remove_stale_containers(
 ) -> list[str]:
     """Remove containers whose creating process (on this host) is dead, and every container of
     the given run labels. Returns the names removed."""
-    client = client or docker.from_env()
+    client = client or default_client()
     removed = []
     # The low-level listing: no per-container inspect that races with concurrent removals.
     for summary in client.api.containers(all=True, filters={"label": RUN_LABEL}):
@@ -348,7 +349,7 @@ class DockerRuntime:
     @property
     def client(self) -> docker.DockerClient:
         if self._client is None:
-            self._client = docker.from_env(timeout=120)
+            self._client = default_client()
         return self._client
 
     @property

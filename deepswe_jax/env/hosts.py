@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -86,6 +87,23 @@ def connect_client(endpoint: str, *, timeout: float) -> docker.DockerClient:
         )
         client.api.mount("http+docker://", adapter)
     return client
+
+
+_DEFAULT_CLIENTS: dict[tuple[int, str, float], docker.DockerClient] = {}
+_DEFAULT_CLIENTS_LOCK = threading.Lock()
+
+
+def default_client(timeout: float = API_TIMEOUT_S) -> docker.DockerClient:
+    """This process's shared client of the default endpoint ($DOCKER_HOST, else the local
+    socket), with the pool sizes above: what the runtime, grader and image builder use when not
+    given a client (`docker.from_env()` would open a client per call, each with pools that break
+    under many concurrent containers). Raises docker.errors.DockerException when no engine
+    answers."""
+    key = (os.getpid(), default_endpoint(), timeout)  # a forked child opens its own connections
+    with _DEFAULT_CLIENTS_LOCK:
+        if key not in _DEFAULT_CLIENTS:
+            _DEFAULT_CLIENTS[key] = connect_client(key[1], timeout=timeout)
+        return _DEFAULT_CLIENTS[key]
 
 
 @dataclass(eq=False)

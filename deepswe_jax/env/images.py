@@ -29,6 +29,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from deepswe_jax.env.hosts import default_client
 from deepswe_jax.env.tasks import Task
 
 BASE_REPOSITORY = "deepswe/base"
@@ -158,7 +159,7 @@ def ensure_base_image(
     and procps. Set `DEEPSWE_BASE_IMAGE` to use an existing local image instead.
     Building needs root, `debootstrap` and access to deb.debian.org (about a minute).
     """
-    client = client or docker.from_env()
+    client = client or default_client()
     progress = progress or _print_progress
     override = os.environ.get(BASE_IMAGE_ENV)
     if override:
@@ -241,7 +242,7 @@ def ensure_task_image(
       ImageBuildError: the source does not commit to `task.base_commit`, or the
         build failed, or an image without source is missing.
     """
-    client = client or docker.from_env()
+    client = client or default_client()
     progress = progress or _print_progress
     if task.source is None:
         if _get_image(client, task.image) is None:
@@ -303,7 +304,7 @@ def _labels_match(client: docker.DockerClient, tag: str, labels: dict[str, str])
 
 def image_base_commit(image: str, client: docker.DockerClient | None = None) -> str:
     """The commit checked out at /testbed in `image` (runs a throwaway container)."""
-    client = client or docker.from_env()
+    client = client or default_client()
     output = client.containers.run(
         image,
         ["git", "-C", TESTBED, "rev-parse", "HEAD"],
@@ -324,7 +325,7 @@ def ensure_task_images(
 
     Raises ImageBuildError when two tasks name the same image with different sources.
     """
-    client = client or docker.from_env()
+    client = client or default_client()
     by_image: dict[str, Task] = {}
     for task in tasks:
         other = by_image.setdefault(task.image, task)

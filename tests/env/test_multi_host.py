@@ -23,12 +23,15 @@ from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.agent.rollout import run_episode
 from deepswe_jax.agent.scripted_policy import gold_patch_replies, reply_ids
 from deepswe_jax.agent.trajectory import StopReason
-from deepswe_jax.env.docker_runtime import RUN_LABEL
+from deepswe_jax.env.docker_runtime import RUN_LABEL, DockerRuntime
 from deepswe_jax.env.hosts import (
+    CLIENT_MAX_POOL_SIZE,
+    CLIENT_NUM_POOLS,
     DockerHosts,
     NoDockerHostError,
     backoff_seconds,
     check_endpoint,
+    default_client,
     default_endpoint,
 )
 from deepswe_jax.env.pool import EnvPool
@@ -158,6 +161,22 @@ def test_endpoints_are_checked_with_a_clear_error():
         DockerHosts(["unix:///a.sock", "unix:///a.sock"])
     with pytest.raises(NoDockerHostError, match="unix:///nonexistent/docker.sock: down"):
         DockerHosts(["unix:///nonexistent/docker.sock"]).connect_all()
+
+
+def test_default_client_is_shared_with_the_pool_sizes_of_the_env_pool(docker_client):
+    client = default_client()
+    assert default_client() is client
+    assert DockerRuntime("deepswe/base:any", run_label="unused").client is client
+    adapter = client.api.get_adapter("http+docker://localhost/containers/json")
+    assert adapter.max_pool_size == CLIENT_MAX_POOL_SIZE
+    assert adapter.pools._maxsize == CLIENT_NUM_POOLS
+    assert client.ping()
+
+
+def test_default_client_without_an_engine_raises_a_docker_error(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(docker.errors.DockerException):
+        default_client()
 
 
 def test_placement_prefers_the_image_then_free_capacity_and_respects_caps():
