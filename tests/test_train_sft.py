@@ -32,8 +32,8 @@ from deepswe_jax.agent.trajectory import StopReason, read_trajectories, write_tr
 from deepswe_jax.env.observation import FINISHED_OBSERVATION, format_observation
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.tasks import Task, load_tasks
+from deepswe_jax.experiment import initial_params, model_factory, sharding_rules
 from deepswe_jax.parallel import make_mesh
-from deepswe_jax.rl.loop import initial_params, model_factory, sharding_rules
 from deepswe_jax.rl.sft import sft_batch
 from deepswe_jax.sampling.jax_sampler import JaxSampler
 from deepswe_jax.verify.expert import (

@@ -31,28 +31,31 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from flax import nnx
 
-from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.rollout import collect_rollouts
 from deepswe_jax.agent.trajectory import Trajectory, trajectories_path, write_trajectories
 from deepswe_jax.checkpoint import (
     TrainCheckpoints,
-    read_model_config,
-    restore_params,
     restore_target,
 )
-from deepswe_jax.env.tasks import Task, load_tasks
-from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, load_hf_checkpoint
-from deepswe_jax.parallel import create_sharded_model, make_mesh, state_shardings
+from deepswe_jax.env.tasks import Task
+from deepswe_jax.experiment import (
+    initial_params,
+    load_task_list,
+    load_tokenizer,
+    make_env_pool,
+    model_factory,
+    sharding_rules,
+)
+from deepswe_jax.parallel import make_mesh
 from deepswe_jax.parallel.distributed import (
     allgather_bytes,
     host_copy,
@@ -146,78 +149,6 @@ def update_policy(
     }
 
 
-def sharding_rules(config: ml_collections.ConfigDict) -> Rules:
-    """config.sharding_rules as (logical axis, mesh axes) pairs; lists (from a command line or
-    JSON) become tuples."""
-    return tuple(
-        (rule[0], tuple(rule[1]) if isinstance(rule[1], list) else rule[1])
-        for rule in config.sharding_rules
-    )
-
-
-def model_factory(config: ml_collections.ConfigDict) -> Callable[[], Qwen3ForCausalLM]:
-    """Builds the policy of config.model (seeded by config.seed, dtypes and remat from config)."""
-    model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
-
-    def make_model() -> Qwen3ForCausalLM:
-        return Qwen3ForCausalLM(
-            model_config,
-            rngs=nnx.Rngs(config.seed),
-            param_dtype=jnp.dtype(config.param_dtype),
-            dtype=jnp.dtype(config.compute_dtype),
-            remat=config.remat,
-        )
-
-    return make_model
-
-
-def _check_model_config(config: ml_collections.ConfigDict, saved: Qwen3Config, source: str) -> None:
-    """Raises unless the model saved in `source` has the architecture config.model describes."""
-    ours = Qwen3Config.from_hf_dict(config.model.to_dict())
-    differing = [
-        f"{key}={getattr(ours, key)!r} vs {getattr(saved, key)!r}"
-        for key in config.model.keys()
-        if getattr(ours, key) != getattr(saved, key)
-    ]
-    if differing:
-        raise ValueError(
-            f"config.model differs from the model in {source}: {', '.join(differing)}; set "
-            "config.model to that model's config.json fields"
-        )
-
-
-def initial_params(
-    config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh, rules: Rules
-) -> nnx.State:
-    """The policy's starting parameters (nnx.Param state on `mesh`) per config.init_from:
-    '' random init, a HF directory (config.json + safetensors), or an Orbax parameters /
-    training checkpoint directory."""
-    make_model = model_factory(config)
-    path = config.init_from
-    if not path:
-        return nnx.state(create_sharded_model(make_model, mesh, rules), nnx.Param)
-    if not os.path.isdir(path):
-        raise FileNotFoundError(
-            f"config.init_from={path!r} is not a directory; give a HF model directory, an Orbax "
-            "checkpoint (launch/import_hf.py output) or '' for random init"
-        )
-    if os.path.isfile(os.path.join(path, "config.json")):
-        _check_model_config(config, Qwen3Config.from_json_file(path), path)
-        model = load_hf_checkpoint(
-            path,
-            dtype=jnp.dtype(config.param_dtype),
-            mesh=mesh,
-            rules=rules,
-            compute_dtype=jnp.dtype(config.compute_dtype),
-            remat=config.remat,
-        )
-        return nnx.state(model, nnx.Param)
-    _check_model_config(config, Qwen3Config.from_hf_dict(read_model_config(path), path), path)
-    _, abstract_params = nnx.split(nnx.eval_shape(make_model), nnx.Param)
-    target = restore_target(abstract_params, state_shardings(abstract_params, mesh, rules))
-    return restore_params(path, target)
-
-
 def restore_or_init(
     config: ml_collections.ConfigDict,
     trainer: Trainer,
@@ -287,48 +218,6 @@ def make_sampler(
         f"config.sampler.kind={kind!r}; use 'jax' (in-process) or 'vllm' (GPU); scripted "
         "samplers are passed to train(..., sampler=...)"
     )
-
-
-def make_env_pool(config: ml_collections.ConfigDict, run_label: str) -> Any:
-    """An EnvPool with config.env's container limits and Docker hosts (optional docker_hosts,
-    envs_per_host; default the local engine) and config.agent.step_timeout."""
-    from deepswe_jax.env.pool import EnvPool
-
-    try:
-        return EnvPool(
-            max_envs=config.env.max_envs,
-            run_label=run_label,
-            docker_hosts=tuple(config.env.get("docker_hosts", ())),
-            envs_per_host=config.env.get("envs_per_host", 0),
-            mem_limit=config.env.mem_limit,
-            nano_cpus=int(config.env.cpus * 1e9),
-            pids_limit=config.env.pids_limit,
-            step_timeout=config.agent.step_timeout,
-        )
-    except Exception as error:
-        raise RuntimeError(
-            f"could not open the Docker environment pool ({error}); episodes run in containers, "
-            "so start the Docker engine (check with `docker info`) or set DOCKER_HOST"
-        ) from error
-
-
-def load_task_list(config: ml_collections.ConfigDict) -> list[Task]:
-    path = Path(config.env.tasks)
-    if not path.exists():
-        raise FileNotFoundError(
-            f"config.env.tasks={str(path)!r} does not exist (relative to {os.getcwd()}); run from "
-            "the repository root or pass --config.env.tasks=/path/to/tasks.jsonl"
-        )
-    return load_tasks(path)
-
-
-def load_tokenizer(config: ml_collections.ConfigDict) -> ChatTokenizer:
-    if not config.tokenizer:
-        raise ValueError(
-            "config.tokenizer is empty; set it to a HF tokenizer directory (the policy's HF "
-            "checkpoint, or tests/assets/tokenizer for the tiny model)"
-        )
-    return ChatTokenizer.from_directory(config.tokenizer)
 
 
 def save_config(config: ml_collections.ConfigDict, workdir: Path) -> None:

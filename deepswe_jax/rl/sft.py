@@ -33,17 +33,12 @@ from flax import nnx
 
 from deepswe_jax.agent.trajectory import Trajectory
 from deepswe_jax.checkpoint import TrainCheckpoints
+from deepswe_jax.experiment import model_factory, sharding_rules
 from deepswe_jax.parallel import make_mesh
 from deepswe_jax.parallel.distributed import is_primary_process, process_local_record
 from deepswe_jax.parallel.sharding import Rules
 from deepswe_jax.rl.batch import TrainBatch, assemble_batch
-from deepswe_jax.rl.loop import (
-    CHECKPOINT_DIR,
-    model_factory,
-    restore_or_init,
-    save_config,
-    sharding_rules,
-)
+from deepswe_jax.rl.loop import CHECKPOINT_DIR, restore_or_init, save_config
 from deepswe_jax.rl.metrics import MetricsWriter
 from deepswe_jax.rl.train_step import (
     LossSettings,

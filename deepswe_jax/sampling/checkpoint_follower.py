@@ -30,10 +30,10 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from deepswe_jax.checkpoint import restore_params, restore_target
+from deepswe_jax.experiment import model_factory, sharding_rules
 from deepswe_jax.model import Qwen3ForCausalLM
 from deepswe_jax.parallel import state_shardings
 from deepswe_jax.parallel.sharding import Rules
-from deepswe_jax.rl.loop import model_factory, sharding_rules
 from deepswe_jax.sampling.base import Sampler
 
 logger = logging.getLogger(__name__)

@@ -121,8 +121,8 @@ def load_agent_policy(config: ml_collections.ConfigDict, *, seed: int) -> AgentP
     # The model stack loads only for model policies; gold / empty evaluations never import it.
     from flax import nnx
 
+    from deepswe_jax.experiment import initial_params, load_tokenizer, model_factory, sharding_rules
     from deepswe_jax.parallel import make_mesh
-    from deepswe_jax.rl.loop import initial_params, load_tokenizer, model_factory, sharding_rules
     from deepswe_jax.sampling.jax_sampler import JaxSampler
 
     rules = sharding_rules(config)

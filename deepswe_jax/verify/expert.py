@@ -149,7 +149,7 @@ def run_expert(
 ) -> list[Trajectory]:
     """`collect_expert_trajectories` through a Docker `EnvPool` built from config.env (images
     are built when missing), with the tokenizer of config.tokenizer."""
-    from deepswe_jax.rl.loop import load_tokenizer, make_env_pool
+    from deepswe_jax.experiment import load_tokenizer, make_env_pool
 
     tokenizer = load_tokenizer(config)
 

@@ -25,9 +25,9 @@ from flax import nnx
 
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.trajectory import Trajectory
+from deepswe_jax.experiment import initial_params, model_factory, sharding_rules
 from deepswe_jax.model.lora import LoRAConfig, apply_lora, freeze_non_adapters, merge_lora
 from deepswe_jax.parallel import make_mesh
-from deepswe_jax.rl.loop import initial_params, model_factory, sharding_rules
 from deepswe_jax.rl.metrics import MetricsWriter
 from deepswe_jax.rl.sft import NegativeLogLikelihoodLoss
 from deepswe_jax.rl.train_step import (

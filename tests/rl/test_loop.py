@@ -28,9 +28,10 @@ from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.agent.trajectory import StopReason, Trajectory, read_trajectories
 from deepswe_jax.checkpoint import TrainCheckpoints, restore_params, save_params
 from deepswe_jax.env.tasks import Task
+from deepswe_jax.experiment import model_factory
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, save_hf_checkpoint
 from deepswe_jax.parallel import make_mesh
-from deepswe_jax.rl.loop import model_factory, tasks_for_iteration, train, update_policy
+from deepswe_jax.rl.loop import tasks_for_iteration, train, update_policy
 from deepswe_jax.rl.metrics import read_metrics, rollout_metrics
 from deepswe_jax.rl.train_step import LossSettings, Trainer, make_optimizer
 from deepswe_jax.sampling.base import GenerateRequest, SamplingParams

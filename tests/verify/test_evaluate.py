@@ -308,7 +308,7 @@ def test_checkpoint_policy_runs_through_the_jax_sampler_and_the_verifier_scores_
     from flax import nnx
 
     from deepswe_jax.checkpoint import save_params
-    from deepswe_jax.rl.loop import model_factory
+    from deepswe_jax.experiment import model_factory
     from deepswe_jax.verify.verifier import save_verifier
 
     config = tiny.get_config()

@@ -11,9 +11,9 @@ from flax import nnx
 from configs import verifier_tiny
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
+from deepswe_jax.experiment import initial_params, sharding_rules
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import make_mesh, shard_model
-from deepswe_jax.rl.loop import initial_params, sharding_rules
 from deepswe_jax.verify.verifier import (
     ANSWER_PREFIX,
     RenderedStep,
