@@ -16,6 +16,11 @@ Several processes (--num_processes/--process_id, JAX_NUM_PROCESSES/JAX_PROCESS_I
 step) split the tasks: process i of n evaluates every n-th task from i into
 <output_dir>/shard_i-of-n on its own devices. Episodes need no collectives, so the processes
 do not join one JAX job (a policy then samples on each host's devices, not a global mesh).
+When all of them have finished, merge the shards into the outputs of the whole task set at
+<output_dir> (one set of numbers, as one process would have written; a missing or unfinished
+shard is named, with the process to run or resume):
+
+  python launch/evaluate.py --merge_shards --output_dir=/tmp/eval_gold
 
 Run again with the same --output_dir to resume an interrupted evaluation. Outputs (see
 deepswe_jax.verify.evaluation): run_XX/predictions.jsonl for the SWE-bench harness,
@@ -80,6 +85,13 @@ _NUM_PROCESSES = flags.DEFINE_integer(
 _PROCESS_ID = flags.DEFINE_integer(
     "process_id", None, "This process's share (default: $JAX_PROCESS_ID or $SLURM_PROCID)."
 )
+_MERGE_SHARDS = flags.DEFINE_bool(
+    "merge_shards",
+    False,
+    "Evaluate nothing: merge the finished shard_i-of-n folders under --output_dir into the "
+    "outputs of the whole task set there. The shards record what they evaluated, so only "
+    "--output_dir is read.",
+)
 
 
 def main(argv: list[str]) -> None:
@@ -87,7 +99,12 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"unexpected arguments {argv[1:]}; overrides look like --config.x=y")
     absl_logging.set_verbosity(absl_logging.WARNING)
     logging.getLogger("deepswe_jax").setLevel(logging.INFO)
+    if _MERGE_SHARDS.value:
+        evaluation.merge_shards(_OUTPUT_DIR.value)
+        return
     policy = _POLICY.value
+    if policy is None:
+        raise app.UsageError("--policy is required: 'gold', 'empty' or a policy directory")
     if _CONFIG.value is None and policy not in evaluation.FIXED_PATCH_POLICIES:
         raise app.UsageError(
             "a model policy needs --config=configs/<experiment>.py (agent limits, sampler, mesh)"
@@ -105,24 +122,27 @@ def main(argv: list[str]) -> None:
     if _MAX_ENVS.value is not None:
         config.env.max_envs = _MAX_ENVS.value
     tasks = evaluation.load_eval_tasks(_TASKS.value or config.env.tasks, _INSTANCE_IDS.value)
-    output_dir = _OUTPUT_DIR.value
     process_id, num_processes = launched_process_shard(_NUM_PROCESSES.value, _PROCESS_ID.value)
-    if num_processes > 1:
-        tasks = tasks[process_id::num_processes]
-        output_dir = os.path.join(output_dir, f"shard_{process_id}-of-{num_processes}")
     evaluation.run_evaluation(
         config,
         policy,
-        output_dir,
+        _OUTPUT_DIR.value,
         tasks=tasks,
         num_runs=_NUM_RUNS.value,
         model_name=_MODEL_NAME.value,
         selectors=_SELECT.value,
         verifier_dir=_VERIFIER.value,
         grade_concurrency=_GRADE_CONCURRENCY.value,
+        process_id=process_id,
+        num_processes=num_processes,
     )
+    if num_processes > 1:
+        print(
+            f"shard {process_id} of {num_processes} done; once every process has finished: "
+            f"python launch/evaluate.py --merge_shards --output_dir={_OUTPUT_DIR.value}"
+        )
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["policy", "output_dir"])
+    flags.mark_flags_as_required(["output_dir"])
     app.run(main)

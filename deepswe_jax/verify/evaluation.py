@@ -26,6 +26,12 @@ output_dir:
 Resuming: started again on the same output_dir, finished (task, run) pairs are read back from
 trajectories.jsonl and skipped (a line torn by a kill is dropped); pairs whose grading hit an
 infrastructure error are run again. Outputs are rewritten from all finished pairs.
+
+Several processes: `run_evaluation(..., process_id=i, num_processes=n)` evaluates every n-th
+task from i into output_dir/shard_i-of-n, an output directory as above plus shard.json (the
+`ShardPlan`: the whole task list, runs, selectors, seed). Once all n have finished,
+`merge_shards(output_dir)` writes the outputs above at output_dir, as one process evaluating
+the whole task set would have.
 """
 
 from __future__ import annotations
@@ -36,10 +42,12 @@ import json
 import logging
 import math
 import os
+import re
+import reprlib
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,12 +78,18 @@ TRAJECTORIES_FILE = "trajectories.jsonl"
 SCORES_FILE = "scores.jsonl"
 SUMMARY_FILE = "summary.json"
 CURVES_FILE = "curves.png"
+SHARD_PLAN_FILE = "shard.json"
+# Process i of n of a multi-process evaluation writes output_dir/shard_i-of-n.
+SHARD_DIRECTORY = re.compile(r"shard_(\d+)-of-(\d+)")
 # Grading statuses the SWE-bench run report counts as errors (the harness produced no verdict).
 ERROR_STATUSES = frozenset({"apply_failed", "timeout", "infra_error"})
 
 # One task's candidates (its runs, in run order) -> one CandidateScores per candidate.
 CandidateScorer = Callable[[Task, Sequence[Trajectory]], Sequence[CandidateScores]]
 PairKey = tuple[str, int]  # (instance_id, run index)
+
+_SHORT_REPR = reprlib.Repr()  # values in error messages: a list of task ids shows its start
+_SHORT_REPR.maxstring, _SHORT_REPR.maxlist, _SHORT_REPR.maxtuple = 200, 4, 4
 
 
 @dataclass(frozen=True)
@@ -173,6 +187,39 @@ def run_directory(output_dir: str | os.PathLike, run_index: int) -> Path:
     return Path(output_dir) / f"run_{run_index:02d}"
 
 
+def shard_directory(output_dir: str | os.PathLike, process_id: int, num_processes: int) -> Path:
+    """output_dir/shard_1-of-4 for process 1 of 4."""
+    return Path(output_dir) / f"shard_{process_id}-of-{num_processes}"
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """What the processes of a multi-process evaluation evaluate together, recorded in each
+    shard's shard.json: process i of `num_processes` takes instance_ids[i::num_processes],
+    `num_runs` runs each, Best@k for `selectors` drawn with `seed`."""
+
+    num_processes: int
+    instance_ids: tuple[str, ...]
+    num_runs: int
+    selectors: tuple[str, ...]
+    seed: int
+
+    def shard_ids(self, process_id: int) -> tuple[str, ...]:
+        return self.instance_ids[process_id :: self.num_processes]
+
+    def write(self, shard_dir: Path) -> None:
+        (shard_dir / SHARD_PLAN_FILE).write_text(
+            json.dumps(dataclasses.asdict(self), indent=2) + "\n"
+        )
+
+    @classmethod
+    def read(cls, shard_dir: Path) -> ShardPlan:
+        record = json.loads((shard_dir / SHARD_PLAN_FILE).read_text())
+        for name in ("instance_ids", "selectors"):
+            record[name] = tuple(record[name])
+        return cls(**record)
+
+
 def eval_identity(policy_name: str, model_name: str, config: ml_collections.ConfigDict) -> dict:
     """The settings that decide an evaluation's results; a resumed run must have the same."""
     identity: dict[str, Any] = {"policy": policy_name, "model_name_or_path": model_name}
@@ -193,12 +240,8 @@ def check_or_write_identity(output_dir: Path, identity: dict) -> None:
     """Writes eval_config.json, or checks an existing one matches `identity`."""
     path = output_dir / EVAL_CONFIG_FILE
     if path.exists():
-        saved = json.loads(path.read_text())
-        differing = sorted(
-            k for k in saved.keys() | identity.keys() if saved.get(k) != identity.get(k)
-        )
-        if differing:
-            details = ", ".join(f"{k}: {saved.get(k)!r} -> {identity.get(k)!r}" for k in differing)
+        details = describe_differences(json.loads(path.read_text()), identity)
+        if details:
             raise ValueError(
                 f"{output_dir} holds an evaluation with other settings ({details}); pass a new "
                 "output directory, or the same settings to resume it"
@@ -208,14 +251,33 @@ def check_or_write_identity(output_dir: Path, identity: dict) -> None:
     path.write_text(json.dumps(identity, indent=2, sort_keys=True) + "\n")
 
 
+def describe_differences(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """'key: before -> after, ...' over the keys whose values differ ('' when none);
+    long values are shortened."""
+    differing = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    return ", ".join(
+        f"{k}: {_SHORT_REPR.repr(before.get(k))} -> {_SHORT_REPR.repr(after.get(k))}"
+        for k in differing
+    )
+
+
 class JsonlStore:
     """An append-only jsonl file of records keyed by (instance_id, run), read back on resume.
 
     Each record is one line written with a single write and fsync'd, so a kill leaves at most
-    one torn last line, which opening drops. A later record for a key replaces an earlier one.
+    one torn last line, which opening drops (and removes from the file unless `repair` is
+    False: a reader of another process's file). A later record for a key replaces an earlier
+    one.
     """
 
-    def __init__(self, path: Path, decode: Callable[[str], Any], key: Callable[[Any], PairKey]):
+    def __init__(
+        self,
+        path: Path,
+        decode: Callable[[str], Any],
+        key: Callable[[Any], PairKey],
+        *,
+        repair: bool = True,
+    ):
         self.path = path
         self._key = key
         self.records: dict[PairKey, Any] = {}
@@ -233,7 +295,7 @@ class JsonlStore:
                 line, repaired = line + "\n", True
             good_lines.append(line)
             self.records[key(record)] = record
-        if repaired:
+        if repaired and repair:
             path.write_text("".join(good_lines), encoding="utf-8")
 
     def add(self, record: Any, line: str) -> None:
@@ -244,22 +306,25 @@ class JsonlStore:
             os.fsync(f.fileno())
 
 
-def trajectory_store(output_dir: Path) -> JsonlStore:
+def trajectory_store(output_dir: Path, *, repair: bool = True) -> JsonlStore:
     return JsonlStore(
         output_dir / TRAJECTORIES_FILE,
         Trajectory.from_json,
         lambda t: (t.task_id, t.rollout_index),
+        repair=repair,
     )
 
 
-def score_store(output_dir: Path) -> JsonlStore:
+def score_store(output_dir: Path, *, repair: bool = True) -> JsonlStore:
     def decode(line: str) -> dict:
         record = json.loads(line)
         if not isinstance(record, dict) or "instance_id" not in record:
             raise ValueError("not a score record")
         return record
 
-    return JsonlStore(output_dir / SCORES_FILE, decode, lambda r: (r["instance_id"], r["run"]))
+    return JsonlStore(
+        output_dir / SCORES_FILE, decode, lambda r: (r["instance_id"], r["run"]), repair=repair
+    )
 
 
 def fixed_patch_trajectory(
@@ -323,7 +388,7 @@ def is_resolved(trajectory: Trajectory) -> bool:
 
 
 def predictions(
-    tasks: Sequence[Task],
+    instance_ids: Sequence[str],
     trajectories: Mapping[PairKey, Trajectory],
     run_index: int,
     model_name: str,
@@ -331,21 +396,21 @@ def predictions(
     """SWE-bench prediction rows of one run, in task order."""
     return [
         {
-            "instance_id": task.instance_id,
+            "instance_id": instance_id,
             "model_name_or_path": model_name,
-            "model_patch": trajectories[task.instance_id, run_index].patch,
+            "model_patch": trajectories[instance_id, run_index].patch,
         }
-        for task in tasks
+        for instance_id in instance_ids
     ]
 
 
 def instance_reports(
-    tasks: Sequence[Task], trajectories: Mapping[PairKey, Trajectory], run_index: int
+    instance_ids: Sequence[str], trajectories: Mapping[PairKey, Trajectory], run_index: int
 ) -> dict[str, dict]:
     """{instance_id: SWE-bench report entry} for the graded runs of one run index."""
     reports: dict[str, dict] = {}
-    for task in tasks:
-        grade = trajectories[task.instance_id, run_index].grade
+    for instance_id in instance_ids:
+        grade = trajectories[instance_id, run_index].grade
         if grade is not None:
             fields = {f.name for f in dataclasses.fields(GradeResult)}
             reports.update(
@@ -355,16 +420,16 @@ def instance_reports(
 
 
 def run_report(
-    tasks: Sequence[Task], trajectories: Mapping[PairKey, Trajectory], run_index: int
+    instance_ids: Sequence[str], trajectories: Mapping[PairKey, Trajectory], run_index: int
 ) -> dict[str, Any]:
     """SWE-bench's run report (schema_version 2) for one run index."""
     ids: dict[str, list[str]] = {"resolved": [], "unresolved": [], "empty_patch": [], "error": []}
-    for task in tasks:
-        ids[pair_category(trajectories[task.instance_id, run_index])].append(task.instance_id)
-    submitted = [task.instance_id for task in tasks]
+    for instance_id in instance_ids:
+        ids[pair_category(trajectories[instance_id, run_index])].append(instance_id)
+    submitted = list(instance_ids)
     completed = ids["resolved"] + ids["unresolved"]
     return {
-        "total_instances": len(tasks),
+        "total_instances": len(instance_ids),
         "submitted_instances": len(submitted),
         "completed_instances": len(completed),
         "resolved_instances": len(ids["resolved"]),
@@ -383,11 +448,11 @@ def run_report(
 
 
 def resolved_matrix(
-    tasks: Sequence[Task], trajectories: Mapping[PairKey, Trajectory], num_runs: int
+    instance_ids: Sequence[str], trajectories: Mapping[PairKey, Trajectory], num_runs: int
 ) -> np.ndarray:
     """[num_tasks, num_runs] bool: run r of task t resolved it."""
     return np.array(
-        [[is_resolved(trajectories[t.instance_id, r]) for r in range(num_runs)] for t in tasks],
+        [[is_resolved(trajectories[i, r]) for r in range(num_runs)] for i in instance_ids],
         dtype=bool,
     )
 
@@ -397,19 +462,19 @@ def _json_number(value: float) -> float | None:
 
 
 def summarize(
-    tasks: Sequence[Task],
+    instance_ids: Sequence[str],
     trajectories: Mapping[PairKey, Trajectory],
     num_runs: int,
     *,
     best_at_k: Mapping[str, Mapping[int, float]] | None = None,
 ) -> dict[str, Any]:
     """The summary.json numbers of finished pairs (every (task, run) must be present)."""
-    resolved = resolved_matrix(tasks, trajectories, num_runs)
+    resolved = resolved_matrix(instance_ids, trajectories, num_runs)
     pass_at_1 = metrics.averaged_pass_at_1(resolved)
-    chosen = [trajectories[t.instance_id, r] for t in tasks for r in range(num_runs)]
+    chosen = [trajectories[i, r] for i in instance_ids for r in range(num_runs)]
     statuses = Counter(t.grade["status"] if t.grade else "not_graded" for t in chosen)
     summary: dict[str, Any] = {
-        "num_tasks": len(tasks),
+        "num_tasks": len(instance_ids),
         "num_runs": num_runs,
         "pass_at_1": pass_at_1.mean,
         "pass_at_1_stderr": _json_number(pass_at_1.stderr),
@@ -557,7 +622,6 @@ async def score_candidates(
 ) -> dict[str, list[CandidateScores]]:
     """{instance_id: [CandidateScores per run]}, scoring (in a worker thread) the tasks whose
     runs are not all in `store` yet or that have runs in `rerun_ids` (run again this session)."""
-    scores: dict[str, list[CandidateScores]] = {}
     for task in tqdm.tqdm(tasks, desc="scoring candidates", disable=not show_progress):
         keys = [(task.instance_id, r) for r in range(num_runs)]
         if task.instance_id in rerun_ids or not all(key in store.records for key in keys):
@@ -570,18 +634,31 @@ async def score_candidates(
                     **dataclasses.asdict(candidate_scores),
                 }
                 store.add(record, json.dumps(record))
-        scores[task.instance_id] = [
+    return stored_scores(store.records, [task.instance_id for task in tasks], num_runs)
+
+
+def stored_scores(
+    records: Mapping[PairKey, Mapping[str, Any]], instance_ids: Sequence[str], num_runs: int
+) -> dict[str, list[CandidateScores]]:
+    """{instance_id: [CandidateScores per run]} of score records (`score_store`'s)."""
+    return {
+        instance_id: [
             CandidateScores(
-                **{k: v for k, v in store.records[key].items() if k not in ("instance_id", "run")}
+                **{
+                    k: v
+                    for k, v in records[instance_id, run_index].items()
+                    if k not in ("instance_id", "run")
+                }
             )
-            for key in keys
+            for run_index in range(num_runs)
         ]
-    return scores
+        for instance_id in instance_ids
+    }
 
 
 def write_outputs(
     output_dir: Path,
-    tasks: Sequence[Task],
+    instance_ids: Sequence[str],
     trajectories: Mapping[PairKey, Trajectory],
     num_runs: int,
     model_name: str,
@@ -590,12 +667,58 @@ def write_outputs(
     for run_index in range(num_runs):
         directory = run_directory(output_dir, run_index)
         directory.mkdir(parents=True, exist_ok=True)
-        rows = predictions(tasks, trajectories, run_index, model_name)
+        rows = predictions(instance_ids, trajectories, run_index, model_name)
         (directory / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        reports = instance_reports(tasks, trajectories, run_index)
+        reports = instance_reports(instance_ids, trajectories, run_index)
         (directory / "report.json").write_text(json.dumps(reports, indent=2) + "\n")
-        report = run_report(tasks, trajectories, run_index)
+        report = run_report(instance_ids, trajectories, run_index)
         (directory / "run_report.json").write_text(json.dumps(report, indent=2) + "\n")
+
+
+def write_results(
+    output_dir: Path,
+    instance_ids: Sequence[str],
+    trajectories: Mapping[PairKey, Trajectory],
+    num_runs: int,
+    *,
+    identity: Mapping[str, Any],
+    scores: Mapping[str, Sequence[CandidateScores]],
+    selectors: Sequence[str],
+    seed: int,
+    max_subsets: int,
+    session: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The outputs of finished pairs: the per-run files (`write_outputs`), summary.json
+    (`identity`, `summarize` with the Best@k curve of each selector over `scores`, `session`)
+    and curves.png. Returns the summary.
+
+    scores: {instance_id: [CandidateScores per run]}, read for `selectors` only; Best@k
+    averages up to `max_subsets` k-subsets per task drawn with `seed`.
+    """
+    resolved = resolved_matrix(instance_ids, trajectories, num_runs)
+    best_at_k: dict[str, dict[int, float]] = {}
+    for name in selectors:
+        candidates = [scores[instance_id] for instance_id in instance_ids]
+        _check_scores(name, candidates)
+        best_at_k[name] = metrics.best_at_k_curve(
+            resolved, candidates, SELECTORS[name], max_subsets=max_subsets, seed=seed
+        )
+    model_name = identity["model_name_or_path"]
+    write_outputs(output_dir, instance_ids, trajectories, num_runs, model_name)
+    summary = {
+        **identity,
+        **summarize(instance_ids, trajectories, num_runs, best_at_k=best_at_k),
+        **session,
+    }
+    (output_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    plot_curves(
+        output_dir / CURVES_FILE,
+        metrics.pass_at_k_curve(resolved),
+        best_at_k,
+        title=f"{model_name}: {len(instance_ids)} tasks, {num_runs} runs each",
+    )
+    logger.info("%s", format_summary(summary))
+    return summary
 
 
 async def evaluate(
@@ -640,7 +763,8 @@ async def evaluate(
     output_dir = Path(output_dir)
     if policy_name is None:
         policy_name = policy if isinstance(policy, str) else model_name
-    check_or_write_identity(output_dir, eval_identity(policy_name, model_name, config))
+    identity = eval_identity(policy_name, model_name, config)
+    check_or_write_identity(output_dir, identity)
     store = trajectory_store(output_dir)
     pairs = [(task, r) for task in tasks for r in range(num_runs)]
     done = {
@@ -684,42 +808,29 @@ async def evaluate(
             await asyncio.gather(*jobs, return_exceptions=True)
             raise
 
-    trajectories = store.records
-    best_at_k: dict[str, dict[int, float]] = {}
+    scores: dict[str, list[CandidateScores]] = {}
     if selectors:
         scores = await score_candidates(
             tasks,
-            trajectories,
+            store.records,
             num_runs,
             scorer,
             score_store(output_dir),
             {task.instance_id for task, _ in todo},
             show_progress,
         )
-        resolved = resolved_matrix(tasks, trajectories, num_runs)
-        candidates = [scores[task.instance_id] for task in tasks]
-        for name in selectors:
-            _check_scores(name, candidates)
-            best_at_k[name] = metrics.best_at_k_curve(
-                resolved, candidates, SELECTORS[name], max_subsets=max_subsets, seed=config.seed
-            )
-
-    write_outputs(output_dir, tasks, trajectories, num_runs, model_name)
-    summary = {
-        **eval_identity(policy_name, model_name, config),
-        **summarize(tasks, trajectories, num_runs, best_at_k=best_at_k),
-        "pairs_run_this_session": len(todo),
-        "wall_s": time.perf_counter() - started,
-    }
-    (output_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
-    plot_curves(
-        output_dir / CURVES_FILE,
-        metrics.pass_at_k_curve(resolved_matrix(tasks, trajectories, num_runs)),
-        best_at_k,
-        title=f"{model_name}: {len(tasks)} tasks, {num_runs} runs each",
+    return write_results(
+        output_dir,
+        ids,
+        store.records,
+        num_runs,
+        identity=identity,
+        scores=scores,
+        selectors=selectors,
+        seed=config.seed,
+        max_subsets=max_subsets,
+        session={"pairs_run_this_session": len(todo), "wall_s": time.perf_counter() - started},
     )
-    logger.info("%s", format_summary(summary))
-    return summary
 
 
 def _check_scores(selector: str, candidates: Sequence[Sequence[CandidateScores]]) -> None:
@@ -771,13 +882,17 @@ def run_evaluation(
     verifier_dir: str | os.PathLike | None = None,
     grade_concurrency: int = 2,
     show_progress: bool = True,
+    process_id: int = 0,
+    num_processes: int = 1,
 ) -> dict[str, Any]:
     """`evaluate` with everything built from `config`: task images, the env pool, for a
     policy directory (`policy_config`) the policy in a JaxSampler, and the scorer `selectors`
-    need (`make_scorer`). Returns the summary.
+    need (`make_scorer`). Returns the summary (of this process's share).
 
     policy: 'gold', 'empty' or a policy directory. model_name: default `policy` for gold /
-    empty, else the directory's name.
+    empty, else the directory's name. With num_processes > 1, evaluates only
+    tasks[process_id::num_processes], into output_dir/shard_<process_id>-of-<num_processes>
+    with the `ShardPlan` that `merge_shards` reads.
     """
     run_label = f"eval-{uuid.uuid4().hex[:8]}"
     scorer = make_scorer(
@@ -787,8 +902,6 @@ def run_evaluation(
         workers=grade_concurrency,
         run_label=run_label,
     )
-    ensure_task_images(tasks)
-    agent_policy = None
     if policy in FIXED_PATCH_POLICIES:
         policy_name = policy
         model_name = model_name or policy
@@ -796,6 +909,29 @@ def run_evaluation(
         config = policy_config(config, policy)
         policy_name = config.init_from
         model_name = model_name or os.path.basename(policy_name)
+    if num_processes > 1:
+        if not 0 <= process_id < num_processes:
+            raise ValueError(f"process id {process_id} is outside 0..{num_processes - 1}")
+        if num_processes > len(tasks):
+            raise ValueError(
+                f"{num_processes} processes for {len(tasks)} tasks leave some with none; "
+                f"use at most {len(tasks)} processes"
+            )
+        plan = ShardPlan(
+            num_processes,
+            tuple(task.instance_id for task in tasks),
+            num_runs,
+            tuple(selectors),
+            int(config.seed),
+        )
+        output_dir = shard_directory(output_dir, process_id, num_processes)
+        # Refused settings must not replace the plan of the evaluation the shard holds.
+        check_or_write_identity(output_dir, eval_identity(policy_name, model_name, config))
+        plan.write(output_dir)
+        tasks = tasks[process_id::num_processes]
+    ensure_task_images(tasks)
+    agent_policy = None
+    if policy not in FIXED_PATCH_POLICIES:
         agent_policy = load_agent_policy(config, seed=config.seed)
 
     async def run() -> dict[str, Any]:
@@ -820,3 +956,118 @@ def run_evaluation(
     finally:
         if agent_policy is not None:
             agent_policy.sampler.close()
+
+
+def merge_shards(output_dir: str | os.PathLike, *, max_subsets: int = 1000) -> dict[str, Any]:
+    """Writes at `output_dir` the outputs of the module docstring that one process evaluating
+    the whole task set would have written, from the shard_<i>-of-<n> folders its n processes
+    wrote (`run_evaluation` with num_processes=n; each shard is only read). Returns the summary
+    (Best@k averaged over up to `max_subsets` k-subsets per task, as `evaluate`).
+
+    Refuses, naming the shard and the process to run, when a shard is missing, has not finished
+    every (task, run) pair (and its candidate scores, with selectors), or evaluated other
+    settings or tasks than the others.
+    """
+    started = time.perf_counter()
+    output_dir = Path(output_dir)
+    counts = sorted(
+        {
+            int(match[2])
+            for path in (output_dir.iterdir() if output_dir.is_dir() else ())
+            if path.is_dir() and (match := SHARD_DIRECTORY.fullmatch(path.name))
+        }
+    )
+    if not counts:
+        raise FileNotFoundError(
+            f"no shard_<i>-of-<n> folders under {output_dir}; launch/evaluate.py "
+            "--num_processes=n --process_id=i writes them, one per process"
+        )
+    if len(counts) > 1:
+        raise ValueError(
+            f"{output_dir} holds shards of evaluations split {counts} ways; move the folders of "
+            "the ones not to merge elsewhere"
+        )
+    num_processes = counts[0]
+    directories = [shard_directory(output_dir, i, num_processes) for i in range(num_processes)]
+
+    def run_process(process_id: int) -> str:
+        return (
+            f"run process {process_id} of {num_processes} (launch/evaluate.py "
+            f"--num_processes={num_processes} --process_id={process_id} with the same "
+            "--output_dir and flags as the others) to the end, then merge again"
+        )
+
+    not_started = [i for i, d in enumerate(directories) if not (d / SHARD_PLAN_FILE).is_file()]
+    if not_started:
+        raise FileNotFoundError(
+            "; ".join(
+                f"{directories[i].name} is missing under {output_dir} (no {SHARD_PLAN_FILE}): "
+                + run_process(i)
+                for i in not_started
+            )
+        )
+    plans = [ShardPlan.read(directory) for directory in directories]
+    identities = [json.loads((d / EVAL_CONFIG_FILE).read_text()) for d in directories]
+    for i in range(1, num_processes):
+        differences = describe_differences(
+            dataclasses.asdict(plans[0]), dataclasses.asdict(plans[i])
+        ) or describe_differences(identities[0], identities[i])
+        if differences:
+            raise ValueError(
+                f"{directories[i].name} evaluated other settings or tasks than "
+                f"{directories[0].name} ({differences}); evaluate every shard with the same "
+                f"flags: {run_process(i)}"
+            )
+
+    plan, identity = plans[0], identities[0]
+    trajectories: dict[PairKey, Trajectory] = {}
+    score_records: dict[PairKey, dict[str, Any]] = {}
+    for process_id, directory in enumerate(directories):
+        keys = [(i, r) for i in plan.shard_ids(process_id) for r in range(plan.num_runs)]
+        stores = [trajectory_store(directory, repair=False)]
+        if plan.selectors:
+            stores.append(score_store(directory, repair=False))
+        for store in stores:
+            absent = [key for key in keys if key not in store.records]
+            if absent:
+                raise ValueError(
+                    f"{directory.name} has not finished: {len(absent)} of its {len(keys)} "
+                    f"(task, run) pairs have no record in {store.path.name} (first {absent[0]}); "
+                    + run_process(process_id)
+                )
+        trajectories.update({key: stores[0].records[key] for key in keys})
+        if plan.selectors:
+            score_records.update({key: stores[1].records[key] for key in keys})
+
+    check_or_write_identity(output_dir, identity)
+    all_keys = [(i, r) for i in plan.instance_ids for r in range(plan.num_runs)]
+    _replace_lines(
+        output_dir / TRAJECTORIES_FILE, (trajectories[key].to_json() for key in all_keys)
+    )
+    if plan.selectors:
+        _replace_lines(output_dir / SCORES_FILE, (json.dumps(score_records[k]) for k in all_keys))
+    return write_results(
+        output_dir,
+        plan.instance_ids,
+        trajectories,
+        plan.num_runs,
+        identity=identity,
+        scores=stored_scores(score_records, plan.instance_ids, plan.num_runs),
+        selectors=plan.selectors,
+        seed=plan.seed,
+        max_subsets=max_subsets,
+        session={
+            "pairs_run_this_session": 0,
+            "merged_shards": [directory.name for directory in directories],
+            "wall_s": time.perf_counter() - started,
+        },
+    )
+
+
+def _replace_lines(path: Path, lines: Iterable[str]) -> None:
+    """Writes `lines` (one record each) as the file `path`, replacing it whole at the end."""
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("w", encoding="utf-8") as f:
+        for line in lines:
+            f.write(line + "\n")
+    os.replace(partial, path)
