@@ -42,6 +42,11 @@ _SELECT = flags.DEFINE_list("select", ["execution"], "Best@k selectors (evaluate
 _RL_STEPS = flags.DEFINE_integer("rl_steps", 4, "GRPO++ iterations after SFT.")
 _SFT_OVERRIDES = flags.DEFINE_list("sft_overrides", [], "Extra --config.x=y for train_sft.py.")
 _RL_OVERRIDES = flags.DEFINE_list("rl_overrides", [], "Extra --config.x=y for train.py.")
+_EVAL_OVERRIDES = flags.DEFINE_list(
+    "eval_overrides",
+    ["sampler.max_batch=16", "env.max_envs=16"],
+    "Extra --config.x=y for evaluate.py.",
+)
 
 
 def run_stage(name: str, argv: list[str], timings: dict[str, float]) -> None:
@@ -141,6 +146,7 @@ def main(argv: list[str]) -> None:
         f"--num_runs={_NUM_RUNS.value}",
         f"--temperature={_TEMPERATURE.value}",
         *([f"--select={','.join(_SELECT.value)}"] if _SELECT.value else []),
+        *overrides(_EVAL_OVERRIDES.value),
     ]
     timings: dict[str, float] = {}
     run_stage(
