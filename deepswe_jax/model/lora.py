@@ -9,14 +9,16 @@ dimensions (contracted with the activations) and output dimensions: one input di
 q/k/v/gate/up/down ([e] or [m]), two for o_proj ([h, d]).
 
     model = Qwen3ForCausalLM(config, rngs=nnx.Rngs(0))
-    apply_lora(model, LoRAConfig(rank=64, alpha=128), rngs=nnx.Rngs(1))   # in place
-    optimizer = freeze_non_adapters(make_optimizer(config.rl))            # only A, B train
-    plain = merge_lora(model)                                             # for export/sampling
+    apply_lora(model, LoRAConfig(rank=64, alpha=128), rngs=nnx.Rngs(1))      # in place
+    trainer = Trainer(model, optimizer, loss, mesh=mesh, trainable=LoRAParam)  # only A, B train
+    plain = merge_lora(model)                                                # export/sampling
 
-Adapters are `LoRAParam`s (an `nnx.Param` subclass, so `nnx.split(model, nnx.Param)` and the
-Trainer see them); the base parameters keep their state paths (`layers.q_proj`), so base
-checkpoints load into an adapted model unchanged. The merge happens one layer at a time
-inside the layer scan (see `LoRAKernel`), so no merged copy of all layers is ever built.
+Adapters are `LoRAParam`s, an `nnx.Param` subclass: `nnx.split(model, nnx.Param)` includes
+them, and the Trainer's `trainable=LoRAParam` trains them alone (the base weights get no
+gradient and no optimizer state). The base parameters keep their state paths
+(`layers.q_proj`), so base checkpoints load into an adapted model unchanged. The merge happens
+one layer at a time inside the layer scan (see `LoRAKernel`), so no merged copy of all layers
+is ever built.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import optax
 from flax import nnx
 
 from deepswe_jax.model.qwen3 import LAYER_PARAM_AXES, Qwen3ForCausalLM
@@ -45,7 +46,8 @@ KERNEL_INPUT_DIMS: dict[str, int] = {
 
 
 class LoRAParam(nnx.Param):
-    """An adapter parameter (A or B); the only kind `freeze_non_adapters` lets train."""
+    """An adapter parameter (A or B); `rl.train_step.Trainer(..., trainable=LoRAParam)` trains
+    these alone."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,20 +182,3 @@ def merge_lora(model: Qwen3ForCausalLM) -> Qwen3ForCausalLM:
     values["layers"] = {name: values["layers"][name] for name in LAYER_PARAM_AXES}
     nnx.replace_by_pure_dict(state, values)
     return nnx.merge(graphdef, state)
-
-
-def adapter_labels(params: Any) -> Any:
-    """The tree of `params` (an nnx.State) with 'adapter' for LoRAParams, 'frozen' elsewhere."""
-    return jax.tree.map(
-        lambda variable: "adapter" if isinstance(variable, LoRAParam) else "frozen",
-        params,
-        is_leaf=lambda x: isinstance(x, nnx.Variable),
-    )
-
-
-def freeze_non_adapters(optimizer: optax.GradientTransformation) -> optax.GradientTransformation:
-    """`optimizer` on the LoRAParams only; every other parameter gets a zero update and no
-    optimizer state (weight decay included)."""
-    return optax.multi_transform(
-        {"adapter": optimizer, "frozen": optax.set_to_zero()}, adapter_labels
-    )

@@ -12,6 +12,10 @@ and its (sum, denominator) pair to running totals (buffers donated); one jitted 
 divides by the total denominator, so k micro-batches give exactly the gradient of one big
 batch. Micro-batches may have different length buckets; each bucket compiles once.
 
+Only the parameters matching `trainable` (an nnx filter; all by default) are differentiated,
+accumulated and seen by the optimizer; the rest are frozen inputs (LoRA:
+`Trainer(..., trainable=LoRAParam)` keeps no gradient or optimizer state for the base weights).
+
 The objective is pluggable (`MicroBatchLoss`): GRPO++ (`PolicyGradientLoss`) by default;
 supervised losses (rl/sft.py) train on the same machinery.
 """
@@ -42,8 +46,9 @@ from deepswe_jax.rl.loss import policy_loss, ratio_metrics
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class TrainState:
-    """step: int32 scalar (optimizer steps taken); params: the model's nnx.Param state;
-    opt_state: the optax state (its moments mirror params, shardings included)."""
+    """step: int32 scalar (optimizer steps taken); params: the model's nnx.Param state, frozen
+    parameters included; opt_state: the optax state of the trainable parameters (its moments
+    mirror them, shardings included)."""
 
     step: jax.Array
     params: nnx.State
@@ -230,6 +235,8 @@ class Trainer:
       peak_flops_per_device: for the MFU metric (e.g. 989e12 for H100 bf16 dense); None = no MFU.
       learning_rate: the optimizer's schedule, to report the rate each step used; None = not
         reported.
+      trainable: nnx filter of the parameters that train (e.g. lora.LoRAParam); the others get
+        no gradient and no optimizer state, and grad_norm / update_norm cover the trainable ones.
     """
 
     def __init__(
@@ -243,10 +250,17 @@ class Trainer:
         peak_flops_per_device: float | None = None,
         learning_rate: optax.Schedule | None = None,
         loss_fn: MicroBatchLoss | None = None,
+        trainable: nnx.filterlib.Filter = nnx.Param,
     ):
         self.graphdef, params = nnx.split(model, nnx.Param)
         abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), params)
         self._abstract_params = abstract_params
+        self.trainable = trainable
+        if not jax.tree.leaves(self._split_trainable(abstract_params)[0]):
+            raise ValueError(
+                f"no parameter of the model matches trainable={trainable!r}; pass a filter that "
+                "selects what should train (e.g. LoRAParam after apply_lora, or nnx.Param for all)"
+            )
         self._metric_keys: dict[tuple, tuple[str, ...]] = {}
         self.model_config = model.config
         self.optimizer = optimizer
@@ -257,6 +271,9 @@ class Trainer:
         self.peak_flops_per_device = peak_flops_per_device
         self.learning_rate = learning_rate
         self.param_shardings = state_shardings(abstract_params, mesh, self.rules)
+        self.gradient_shardings = state_shardings(
+            self._split_trainable(abstract_params)[0], mesh, self.rules
+        )
         self.batch_sharding = batch_sharding(mesh, 2, self.rules)
         abstract_state = jax.eval_shape(self._new_state, abstract_params)
         self.state_shardings = TrainState(
@@ -266,12 +283,13 @@ class Trainer:
         )
         self._init = jax.jit(self._new_state, out_shardings=self.state_shardings, donate_argnums=0)
         self._zero_grads = jax.jit(
-            lambda params: jax.tree.map(jnp.zeros_like, params), out_shardings=self.param_shardings
+            lambda params: jax.tree.map(jnp.zeros_like, self._split_trainable(params)[0]),
+            out_shardings=self.gradient_shardings,
         )
         self._logprobs = jax.jit(self._score, out_shardings=self.batch_sharding)
         self._accumulate = jax.jit(
             self._accumulate_micro_batch,
-            out_shardings=(self.param_shardings, self._replicated),
+            out_shardings=(self.gradient_shardings, self._replicated),
             donate_argnums=(1, 2),
         )
         self._update = jax.jit(
@@ -307,8 +325,13 @@ class Trainer:
     def _replicated(self) -> NamedSharding:
         return NamedSharding(self.mesh, PartitionSpec())
 
+    def _split_trainable(self, params: nnx.State) -> tuple[nnx.State, nnx.State]:
+        """(trainable, frozen) parts of `params`; nnx.merge_state(trainable, frozen) restores it."""
+        return nnx.split_state(params, self.trainable, ...)
+
     def _new_state(self, params: nnx.State) -> TrainState:
-        return TrainState(jnp.zeros((), jnp.int32), params, self.optimizer.init(params))
+        trainable, _ = self._split_trainable(params)
+        return TrainState(jnp.zeros((), jnp.int32), params, self.optimizer.init(trainable))
 
     def _token_logprobs(
         self, params: nnx.State, batch: dict[str, jax.Array]
@@ -329,10 +352,12 @@ class Trainer:
     def _micro_batch_gradients(
         self, params: nnx.State, batch: dict[str, jax.Array], old_logprobs: jax.Array | None
     ) -> tuple[nnx.State, dict[str, jax.Array]]:
-        """Gradient of one micro-batch's loss sum, and its metric sums (see `_merge_sums`)."""
+        """Gradient of one micro-batch's loss sum w.r.t. the trainable params, and its metric sums
+        (see `_merge_sums`)."""
+        trainable, frozen = self._split_trainable(params)
 
-        def loss_sum(params: nnx.State):
-            logprobs, entropy = self._token_logprobs(params, batch)
+        def loss_sum(trainable: nnx.State):
+            logprobs, entropy = self._token_logprobs(nnx.merge_state(trainable, frozen), batch)
             # One update per batch (DeepSWE): the old policy is the current one, exactly.
             old = jax.lax.stop_gradient(logprobs) if old_logprobs is None else old_logprobs
             total, denominator, metrics = self.loss_fn(
@@ -342,7 +367,7 @@ class Trainer:
 
         (total, (denominator, metrics, entropy)), grads = jax.value_and_grad(
             loss_sum, has_aux=True
-        )(params)
+        )(trainable)
         mask = batch["loss_mask"]
         sums = {
             "loss_sum": total,
@@ -386,8 +411,9 @@ class Trainer:
         self, state: TrainState, grads: nnx.State, denominator: jax.Array
     ) -> tuple[TrainState, dict[str, jax.Array]]:
         grads = jax.tree.map(lambda g: g / jnp.maximum(denominator, 1e-8), grads)
-        updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
+        trainable, frozen = self._split_trainable(state.params)
+        updates, opt_state = self.optimizer.update(grads, state.opt_state, trainable)
+        params = nnx.merge_state(optax.apply_updates(trainable, updates), frozen)
         metrics = {"grad_norm": optax.tree.norm(grads), "update_norm": optax.tree.norm(updates)}
         return TrainState(state.step + 1, params, opt_state), metrics
 
@@ -418,6 +444,21 @@ class Trainer:
         with jax.set_mesh(self.mesh), use_rules(self.rules):
             return self._logprobs(params, self._device_batch(micro_batch))
 
+    def compile_accumulation(
+        self, params: nnx.State, micro_batch: MicroBatch
+    ) -> jax.stages.Compiled:
+        """The compiled per-micro-batch step of `accumulate_gradients` for `micro_batch`'s shape
+        (forward, backward, add to the accumulated gradient), e.g. for `.memory_analysis()`.
+
+        `params`: placed like `param_shardings`, or jax.ShapeDtypeStructs carrying them.
+        """
+        with jax.set_mesh(self.mesh), use_rules(self.rules):
+            batch = self._device_batch(micro_batch)
+            grads = jax.eval_shape(self._zero_grads, params)
+            return self._accumulate.lower(
+                params, grads, self._initial_sums(batch), batch, None
+            ).compile()
+
     def accumulate_gradients(
         self,
         params: nnx.State,
@@ -426,7 +467,8 @@ class Trainer:
     ) -> tuple[nnx.State, dict[str, jax.Array]]:
         """Gradient of the summed loss over all micro-batches, and the metric sums.
 
-        The gradient of the batch loss is `grads / sums["denominator"]`; `step` applies it.
+        `params`: all parameters; the gradient covers the trainable ones only. The gradient of
+        the batch loss is `grads / sums["denominator"]`; `step` applies it.
         """
         if not micro_batches:
             raise ValueError("no micro-batches to train on; skip the step when a batch is empty")

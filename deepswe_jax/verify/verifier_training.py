@@ -26,7 +26,7 @@ from flax import nnx
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.trajectory import Trajectory
 from deepswe_jax.experiment import initial_params, model_factory, sharding_rules
-from deepswe_jax.model.lora import LoRAConfig, apply_lora, freeze_non_adapters, merge_lora
+from deepswe_jax.model.lora import LoRAConfig, LoRAParam, apply_lora, merge_lora
 from deepswe_jax.parallel import make_mesh
 from deepswe_jax.rl.metrics import MetricsWriter
 from deepswe_jax.rl.sft import NegativeLogLikelihoodLoss
@@ -136,17 +136,15 @@ def train_verifier(
     rules = sharding_rules(config)
     mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
     model = verifier_model(config, mesh, rules)
-    optimizer = make_optimizer(config.rl)
-    if settings.lora_rank > 0:
-        optimizer = freeze_non_adapters(optimizer)
     trainer = Trainer(
         model,
-        optimizer,
+        make_optimizer(config.rl),
         LossSettings(logprob_chunk=config.rl.logprob_chunk),
         mesh=mesh,
         rules=rules,
         learning_rate=learning_rate_schedule(config.rl),
         loss_fn=NegativeLogLikelihoodLoss(),
+        trainable=LoRAParam if settings.lora_rank > 0 else nnx.Param,
     )
     state = trainer.init_state(nnx.state(model, nnx.Param))
     del model  # its arrays were donated to the train state
