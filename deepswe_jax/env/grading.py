@@ -18,6 +18,9 @@ Steps, all in a new container from `task.image` (never the agent's container):
    `task.test_cmd`) under a timeout and parse the `-rA` short summary:
    PASSED / XFAIL pass; FAILED / ERROR / XPASS / missing fail.
 
+The container is a DockerRuntime on the local engine (or `client`'s), or a runtime made by
+`runtime_factory` (the EnvPool's backend, e.g. `k8s_runtime.K8sPodFactory` pods).
+
 Resolved = every FAIL_TO_PASS and PASS_TO_PASS test passes; for R2E-Gym tasks
 (`expected_output_json`), the parsed status map must equal it exactly.
 Not prevented: library code that monkeypatches pytest internals when the tests
@@ -26,6 +29,7 @@ import it (the tests run in the same process as the code under test).
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 import time
@@ -33,10 +37,13 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deepswe_jax.env.docker_runtime import DockerRuntime
 from deepswe_jax.env.tasks import TEST_DIR_NAMES, Task, is_test_path
+
+if TYPE_CHECKING:
+    from deepswe_jax.env.pool import RuntimeFactory
 
 DEFAULT_TIMEOUT = 300.0
 PASSING = frozenset({"PASSED", "XFAIL"})
@@ -261,6 +268,7 @@ def grade_patch(
     patch: str | None,
     *,
     client: Any = None,
+    runtime_factory: RuntimeFactory | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     run_label: str = "grading",
     skip_empty: bool = True,
@@ -269,20 +277,31 @@ def grade_patch(
     """Grade `patch` on `task` in a fresh container from `task.image`.
 
     Args:
-      task: the task; its image must exist (see `images.ensure_task_image`).
+      task: the task; its image must exist where the grading runs (local Docker:
+        `images.ensure_task_image`; a K8sPodFactory: pullable by the cluster).
       patch: unified diff against the base commit (None or "" = no change).
       client: docker client (default: from the environment).
+      runtime_factory: grade in a runtime it makes instead of a local Docker container
+        (e.g. `k8s_runtime.K8sPodFactory`, `EnvPool.runtime_factory`); not with `client`.
       timeout: seconds for the test run; exceeding it gives status 'timeout'.
       run_label: value of the `deepswe.run` label on the grading container.
       skip_empty: when True an empty patch returns 'empty_patch' at once; when
         False the tests still run (used to check that a task is not solved by
         doing nothing) and the status is 'unresolved' or 'resolved'.
-      mem_limit: memory limit of the grading container.
+      mem_limit: memory limit of the Docker grading container (a runtime_factory's
+        runtimes have the factory's limits).
 
     Returns:
-      GradeResult; reward 1.0 only if resolved. Docker failures give
-      'infra_error' (not a wrong answer) instead of raising.
+      GradeResult; reward 1.0 only if resolved. Runtime failures (Docker, pods) give
+      'infra_error' (not a wrong answer) instead of raising. Raises ValueError for
+      `client` and `runtime_factory` together.
     """
+    if client is not None and runtime_factory is not None:
+        raise ValueError(
+            "grade_patch got both a Docker client and a runtime_factory; pass `client` to "
+            "grade in a Docker container on that engine, or `runtime_factory` to grade in the "
+            "runtimes it makes (e.g. Kubernetes pods), not both"
+        )
     started = time.monotonic()
     is_empty = patch is None or not patch.strip()
 
@@ -310,7 +329,12 @@ def grade_patch(
     log: list[str] = []
     runtime = None
     try:
-        runtime = DockerRuntime(task.image, run_label=run_label, client=client, mem_limit=mem_limit)
+        if runtime_factory is not None:
+            runtime = runtime_factory(task.image, run_label=run_label)
+        else:
+            runtime = DockerRuntime(
+                task.image, run_label=run_label, client=client, mem_limit=mem_limit
+            )
         runtime.start()
 
         def run(cmd: str, seconds: float = 60.0):
@@ -428,13 +452,20 @@ class TaskCheck:
 
 
 def check_task(
-    task: Task, *, client: Any = None, timeout: float = DEFAULT_TIMEOUT, run_label: str = "validate"
+    task: Task,
+    *,
+    client: Any = None,
+    runtime_factory: RuntimeFactory | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    run_label: str = "validate",
 ) -> TaskCheck:
-    """Grade the gold patch and the empty patch of `task` (its image must exist)."""
-    gold = grade_patch(task, task.patch, client=client, timeout=timeout, run_label=run_label)
-    empty = grade_patch(
-        task, "", client=client, timeout=timeout, run_label=run_label, skip_empty=False
+    """Grade the gold patch and the empty patch of `task` (its image must exist), in Docker on
+    `client`'s engine or in runtimes of `runtime_factory` (see grade_patch)."""
+    grading = dict(
+        client=client, runtime_factory=runtime_factory, timeout=timeout, run_label=run_label
     )
+    gold = grade_patch(task, task.patch, **grading)
+    empty = grade_patch(task, "", skip_empty=False, **grading)
     return TaskCheck(task.instance_id, gold, empty)
 
 
@@ -442,18 +473,21 @@ def check_tasks(
     tasks: Iterable[Task],
     *,
     client: Any = None,
+    runtime_factory: RuntimeFactory | None = None,
     workers: int = 2,
     timeout: float = DEFAULT_TIMEOUT,
     run_label: str = "validate",
 ) -> list[TaskCheck]:
     """`check_task` for every task on a small thread pool; results in task order."""
+    check = functools.partial(
+        check_task,
+        client=client,
+        runtime_factory=runtime_factory,
+        timeout=timeout,
+        run_label=run_label,
+    )
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(
-            pool.map(
-                lambda task: check_task(task, client=client, timeout=timeout, run_label=run_label),
-                tasks,
-            )
-        )
+        return list(pool.map(check, tasks))
 
 
 def format_checks(checks: Iterable[TaskCheck]) -> str:

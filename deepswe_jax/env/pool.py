@@ -26,7 +26,8 @@ host, and `run_with_retries` re-runs the episodes that failed; `metrics()` count
 Other backends: `runtime_factory` makes the runtimes instead of DockerRuntime, e.g.
 `k8s_runtime.K8sPodFactory()` for pods on Kubernetes (use `build_images=False` there:
 the cluster pulls task images from a registry); stale cleanup then goes through the
-factory's `remove_stale`. Grading still runs in local Docker (`grading.grade_patch`).
+factory's `remove_stale`, and `grade` grades in a fresh runtime of the factory (a new pod),
+so no local Docker engine is needed.
 
 Cleanup: every container carries `deepswe.run=<run_label>` and its creator's
 identity. Entering a pool removes containers whose creating process is dead
@@ -241,7 +242,8 @@ class EnvPool:
     ):
         """Args beyond the module docstring's:
         client / docker_hosts: one Docker client, or endpoints (unix://, tcp://, ssh://);
-          neither: the local engine ($DOCKER_HOST). Unused with a runtime_factory.
+          neither: the local engine ($DOCKER_HOST). With a runtime_factory, `client` only
+          builds task images (build_images=True); episodes and grading use the factory.
         envs_per_host: most containers per Docker host (0: no cap beyond max_envs).
         episode_attempts: how often `run_with_retries` runs an episode at most.
         host_wait_timeout: seconds a start waits while no Docker host answers, then fails.
@@ -264,7 +266,7 @@ class EnvPool:
                 docker_hosts, mem_limit=mem_limit, envs_per_host=envs_per_host, client=client
             )
             self.hosts.connect_all()
-        self.client = client  # with a runtime_factory, grading's engine (None: the local one)
+        self.client = client  # with a runtime_factory, the image builder's engine (None: local)
         self.episode_attempts = episode_attempts
         self.host_wait_timeout = host_wait_timeout
         self.mem_limit = mem_limit
@@ -624,15 +626,21 @@ class EnvPool:
 
     async def grade(self, task: Task, patch: str, *, timeout: float = 300) -> GradeResult:
         """Grade `patch` in a fresh container of the task image (env.grading.grade_patch),
-        at most `grade_concurrency` at once; an infra_error on a host that stopped answering
-        is graded again on another host."""
+        made by the runtime_factory when the pool has one, at most `grade_concurrency` at
+        once; an infra_error on a Docker host that stopped answering is graded again on
+        another host."""
         from deepswe_jax.env.grading import grade_patch
 
         async with self._grade_slots:
-            if self.hosts is None:
+            if self.runtime_factory is not None:
+                await self._image_for(task, None)
                 result = await self._in_thread(
                     lambda: grade_patch(
-                        task, patch, client=self.client, timeout=timeout, run_label=self.run_label
+                        task,
+                        patch,
+                        runtime_factory=self.runtime_factory,
+                        timeout=timeout,
+                        run_label=self.run_label,
                     )
                 )
             else:

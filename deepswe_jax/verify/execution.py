@@ -12,7 +12,8 @@ containers and count what passes.
 Every run is `env.grading.grade_patch` on a probe of the task whose selected tests are these
 (the hidden `test_patch` is never applied; the reproduction file takes its place), so a
 candidate is applied, and its edits to tests and pytest configuration discarded, exactly as
-in grading, in a fresh container from the task image.
+in grading, in a fresh container from the task image: a local Docker container, or a
+runtime of `runtime_factory` (e.g. a Kubernetes pod of `k8s_runtime.K8sPodFactory`).
 
     baseline = regression_tests(task)
     scores = score_candidates(task, patches, regression=baseline, reproduction=repro)
@@ -25,7 +26,7 @@ import dataclasses
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deepswe_jax.env.grading import (
     DEFAULT_TIMEOUT,
@@ -37,6 +38,9 @@ from deepswe_jax.env.grading import (
 )
 from deepswe_jax.env.tasks import Task, is_test_path, unified_diff
 from deepswe_jax.verify.select import CandidateScores
+
+if TYPE_CHECKING:
+    from deepswe_jax.env.pool import RuntimeFactory
 
 RAN = frozenset({"resolved", "unresolved"})  # grade statuses of a run whose tests executed
 
@@ -138,6 +142,7 @@ def regression_tests(
     task: Task,
     *,
     client: Any = None,
+    runtime_factory: RuntimeFactory | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     run_label: str = "execution",
 ) -> tuple[str, ...]:
@@ -145,7 +150,14 @@ def regression_tests(
     task.PASS_TO_PASS when it lists any, else among the whole suite. Raises RuntimeError when
     the run fails (the task image must exist: `images.ensure_task_image`)."""
     result, statuses = _run(
-        task, "", task.PASS_TO_PASS, None, client=client, timeout=timeout, run_label=run_label
+        task,
+        "",
+        task.PASS_TO_PASS,
+        None,
+        client=client,
+        runtime_factory=runtime_factory,
+        timeout=timeout,
+        run_label=run_label,
     )
     if result.status not in RAN:
         raise RuntimeError(
@@ -163,13 +175,22 @@ def score_patch(
     regression: Sequence[str],
     reproduction: ReproductionTest | None = None,
     client: Any = None,
+    runtime_factory: RuntimeFactory | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     run_label: str = "execution",
 ) -> ExecutionScore:
     """Runs the regression tests (`regression_tests(task)`) and the reproduction file against
-    `patch` in a fresh container."""
+    `patch` in a fresh container (a runtime of `runtime_factory` when given, else Docker on
+    `client`'s engine)."""
     result, statuses = _run(
-        task, patch, regression, reproduction, client=client, timeout=timeout, run_label=run_label
+        task,
+        patch,
+        regression,
+        reproduction,
+        client=client,
+        runtime_factory=runtime_factory,
+        timeout=timeout,
+        run_label=run_label,
     )
     passing = {node for node, status in statuses.items() if status in PASSING}
     reproduction_nodes = (
@@ -195,13 +216,21 @@ def score_candidates(
     regression: Sequence[str] | None = None,
     reproduction: ReproductionTest | None = None,
     client: Any = None,
+    runtime_factory: RuntimeFactory | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     workers: int = 2,
     run_label: str = "execution",
 ) -> list[ExecutionScore]:
     """`score_patch` for every candidate of one task, `workers` containers at a time, in
-    order. regression: the task's regression tests (computed here when None)."""
-    grading = {"client": client, "timeout": timeout, "run_label": run_label}
+    order. regression: the task's regression tests (computed here when None).
+    runtime_factory: run in the runtimes it makes (e.g. `EnvPool.runtime_factory`, Kubernetes
+    pods) instead of Docker containers on `client`'s engine; not with `client`."""
+    grading = {
+        "client": client,
+        "runtime_factory": runtime_factory,
+        "timeout": timeout,
+        "run_label": run_label,
+    }
     if regression is None:
         regression = regression_tests(task, **grading)
     with ThreadPoolExecutor(max_workers=workers) as pool:

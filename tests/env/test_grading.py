@@ -1,11 +1,16 @@
 """Grading: SWE-bench semantics in a fresh container, and patches that try to game it."""
 
 import dataclasses
+import datetime
 import json
 import textwrap
+import uuid
+from dataclasses import dataclass, field
 
+import docker
 import pytest
 
+from deepswe_jax.env.docker_runtime import RUN_LABEL, DockerRuntime, remove_stale_containers
 from deepswe_jax.env.grading import (
     GradeResult,
     check_tasks,
@@ -257,21 +262,112 @@ def test_r2e_mode_requires_the_exact_status_map(tiny_task, docker_client, run_la
     assert result.tests_status["PASS_TO_PASS"]["failure"] == ["test_sub"]
 
 
-def test_check_tasks_flags_a_task_whose_tests_already_pass(tiny_task, docker_client, run_label):
+def test_grade_result_is_frozen():
+    result = GradeResult("x", "unresolved", 0.0, True, False)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.reward = 1.0
+
+
+# ---------------------------------------------------------------- another runtime backend
+
+
+@dataclass
+class LabelledDockerFactory:
+    """A runtime backend of its own (RuntimeFactory): DockerRuntimes labelled
+    `<run label>-<suffix>`, named `factory-...`, with a 768m memory limit; records each call
+    as (image, run label)."""
+
+    client: docker.DockerClient
+    suffix: str = field(default_factory=lambda: f"factory{uuid.uuid4().hex[:6]}")
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    made: list[DockerRuntime] = field(default_factory=list)
+
+    def label(self, run_label: str) -> str:
+        return f"{run_label}-{self.suffix}"
+
+    def __call__(self, image: str, *, run_label: str) -> DockerRuntime:
+        self.calls.append((image, run_label))
+        runtime = DockerRuntime(
+            image,
+            run_label=self.label(run_label),
+            client=self.client,
+            mem_limit="768m",
+            name=f"factory-{uuid.uuid4().hex[:12]}",
+        )
+        self.made.append(runtime)
+        return runtime
+
+    def remove_stale(self, run_labels: tuple[str, ...] = ()) -> list[str]:
+        labels = tuple(self.label(label) for label in run_labels)
+        return remove_stale_containers(self.client, run_labels=labels)
+
+
+def container_events(client: docker.DockerClient, since: datetime.datetime, label: str):
+    """(action, name, image) of every container event since `since` for containers labelled
+    deepswe.run=`label`."""
+    until = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1)
+    events = client.events(
+        since=since,
+        until=until,
+        filters={"type": "container", "label": f"{RUN_LABEL}={label}"},
+        decode=True,
+    )
+    return [
+        (
+            event["Action"],
+            event["Actor"]["Attributes"]["name"],
+            event["Actor"]["Attributes"]["image"],
+        )
+        for event in events
+    ]
+
+
+@pytest.fixture
+def factory(docker_client):
+    factory = LabelledDockerFactory(docker_client)
+    yield factory
+    factory.remove_stale(tuple({run_label for _, run_label in factory.calls}))
+
+
+def test_grading_on_a_runtime_factory_uses_its_runtimes(tiny_task, docker_client, factory):
+    run_label = f"pytest-{uuid.uuid4().hex[:10]}"  # no other test's containers carry it
+    since = datetime.datetime.now(datetime.timezone.utc)
+    gold = grade_patch(tiny_task, tiny_task.patch, runtime_factory=factory, run_label=run_label)
+    empty = grade_patch(
+        tiny_task, "", runtime_factory=factory, run_label=run_label, skip_empty=False
+    )
+    assert gold.status == "resolved", gold.test_log
+    assert empty.status == "unresolved" and empty.reward == 0.0, empty.test_log
+    assert empty.tests_status["FAIL_TO_PASS"]["failure"] == list(tiny_task.FAIL_TO_PASS)
+    assert factory.calls == [(tiny_task.image, run_label)] * 2
+    # Each grading ran in the container its runtime created, and that container is gone.
+    names = [runtime.name for runtime in factory.made]
+    events = container_events(docker_client, since, factory.label(run_label))
+    for name in names:
+        assert ("create", name, tiny_task.image) in events
+        assert ("destroy", name, tiny_task.image) in events
+    assert container_events(docker_client, since, run_label) == []  # no default Docker runtime
+    for runtime in factory.made:
+        with pytest.raises(docker.errors.NotFound):
+            docker_client.containers.get(runtime.container_id)
+
+
+def test_client_and_runtime_factory_together_are_refused(tiny_task, docker_client, factory):
+    with pytest.raises(ValueError, match="both a Docker client and a runtime_factory"):
+        grade_patch(tiny_task, tiny_task.patch, client=docker_client, runtime_factory=factory)
+    assert factory.calls == []
+
+
+def test_check_tasks_flags_a_task_whose_tests_already_pass(tiny_task, run_label, factory):
     broken = dataclasses.replace(
         tiny_task,
         instance_id="tinycalc-broken",
         FAIL_TO_PASS=(),
         PASS_TO_PASS=("tests/test_calc.py::test_mul",),
     )
-    checks = check_tasks([tiny_task, broken], client=docker_client, run_label=run_label)
+    checks = check_tasks([tiny_task, broken], runtime_factory=factory, run_label=run_label)
+    assert len(factory.calls) == 4  # gold and empty patch of each task, on the factory's runtimes
     assert [check.ok for check in checks] == [True, False]
     assert "empty patch resolved" in checks[1].problem()
     table = format_checks(checks)
     assert "tinycalc-1" in table and "FAIL (empty patch resolved" in table
-
-
-def test_grade_result_is_frozen():
-    result = GradeResult("x", "unresolved", 0.0, True, False)
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        result.reward = 1.0

@@ -775,6 +775,35 @@ def test_env_pool_runs_episodes_on_the_kubernetes_runtime(container_api, tiny_ta
     assert [c["label_selector"] for c in listings] == [RUN_LABEL]  # the pool's stale cleanup
 
 
+def test_env_pool_grades_in_pods_of_its_kubernetes_factory(container_api, tiny_task, run_label):
+    factory = K8sPodFactory(api=container_api, namespace=NAMESPACE)
+    wrong = tiny_task.patch.replace("+    return a + b", "+    return a * b")  # applies, no fix
+    first_pod = len(container_api.called("create_namespaced_pod"))
+
+    async def grade():
+        async with EnvPool(
+            max_envs=1, runtime_factory=factory, build_images=False, run_label=run_label
+        ) as pool:
+            return await pool.grade(tiny_task, tiny_task.patch), await pool.grade(tiny_task, wrong)
+
+    gold, unfixed = asyncio.run(grade())
+    assert gold.status == "resolved", gold.test_log
+    assert unfixed.status == "unresolved" and unfixed.patch_successfully_applied, unfixed.test_log
+    assert unfixed.tests_status["FAIL_TO_PASS"]["failure"] == list(tiny_task.FAIL_TO_PASS)
+    pods = [call["body"] for call in container_api.called("create_namespaced_pod")[first_pod:]]
+    assert [(pod.spec.containers[0].image, pod.metadata.labels[RUN_LABEL]) for pod in pods] == [
+        (tiny_task.image, run_label)
+    ] * 2
+    names = {pod.metadata.name for pod in pods}
+    assert names.isdisjoint(container_api.pods)  # each grading pod was deleted afterwards
+    test_runs = [
+        call["name"]
+        for call in container_api.called("connect_get_namespaced_pod_exec")
+        if "-rA" in " ".join(call["command"])
+    ]
+    assert sorted(test_runs) == sorted(names)  # the tests ran in the pods, once each
+
+
 # ---------------------------------------------------------------- a real cluster
 
 

@@ -2,6 +2,7 @@
 after normal exit, SIGTERM and kill -9."""
 
 import asyncio
+import datetime
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ import pytest
 from deepswe_jax.env import observation
 from deepswe_jax.env.docker_runtime import RUN_LABEL
 from deepswe_jax.env.pool import EnvPool
+from tests.env.test_grading import LabelledDockerFactory, container_events
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -86,6 +88,30 @@ def test_episode_steps_patch_and_grade(tiny_task, docker_client):
     assert "+    return a + b" in patch
     assert grade.status == "resolved" and grade.reward == 1.0
     assert metrics["envs/started"] == 1 and metrics["envs/active"] == 0
+
+
+def test_pool_with_a_runtime_factory_grades_on_its_runtimes(tiny_task, docker_client):
+    factory = LabelledDockerFactory(docker_client)
+
+    async def grade():
+        async with EnvPool(max_envs=1, runtime_factory=factory, build_images=False) as pool:
+            result = await pool.grade(tiny_task, tiny_task.patch)
+            return result, pool.run_label, pool.metrics()
+
+    since = datetime.datetime.now(datetime.timezone.utc)
+    try:
+        result, label, metrics = asyncio.run(grade())
+    finally:
+        factory.remove_stale(tuple({run_label for _, run_label in factory.calls}))
+    assert result.status == "resolved", result.test_log
+    assert factory.calls == [(tiny_task.image, label)] and metrics["envs/graded"] == 1
+    [runtime] = factory.made
+    events = container_events(docker_client, since, factory.label(label))
+    assert [(action, name) for action, name, _ in events if action in ("create", "destroy")] == [
+        ("create", runtime.name),
+        ("destroy", runtime.name),
+    ]
+    assert container_events(docker_client, since, label) == []  # nothing on the default engine
 
 
 def test_live_containers_never_exceed_max_envs(tiny_task, docker_client):

@@ -1,5 +1,6 @@
 """Execution-based verification on a shipped task, in real containers: regression and
-reproduction scores of the gold patch, a patch that breaks existing tests, and no patch."""
+reproduction scores of the gold patch, a patch that breaks existing tests, and no patch; the
+same runs on the runtimes of a runtime factory."""
 
 import textwrap
 import uuid
@@ -17,6 +18,7 @@ from deepswe_jax.verify.execution import (
     score_candidates,
 )
 from deepswe_jax.verify.select import CandidateScores
+from tests.env.test_grading import LabelledDockerFactory
 
 REPRODUCTION = ReproductionTest(
     "tests/test_reproduce_issue.py",
@@ -116,6 +118,20 @@ def test_unappliable_patch_scores_nothing_and_infra_errors_are_not_measured(
     assert garbled.reproduction_score is None
     lost = ExecutionScore("x", "infra_error", 0, 10, error="container died")
     assert lost.regression_score is None and lost.candidate_scores() == CandidateScores()
+
+
+def test_candidates_are_scored_in_the_runtimes_of_a_runtime_factory(task, docker_client, run_label):
+    factory = LabelledDockerFactory(docker_client)
+    try:
+        [broken] = score_candidates(
+            task, [breaking_patch(task)], runtime_factory=factory, run_label=run_label
+        )
+    finally:
+        factory.remove_stale((run_label,))
+    assert broken.regression_total == len(task.PASS_TO_PASS)
+    assert 0.0 < broken.regression_score < 1.0, broken
+    # The regression baseline at the base commit, then the candidate.
+    assert factory.calls == [(task.image, run_label)] * 2
 
 
 def test_reproduction_test_must_be_a_test_path():
