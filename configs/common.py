@@ -20,7 +20,11 @@ Experiment configs start from `get_config()` and change what differs. Field mean
                        response tokens the agent is told to submit (28K of 32K in DeepSWE).
   sampler.*            rollout sampler and sampling parameters; hf_dir: HF weights for vLLM
                        ('' = config.init_from).
-  env.*                task file and container limits.
+  env.*                task file, environment limits (mem_limit and cpus hold for Docker
+                       containers and Kubernetes pods alike; pids_limit for Docker only) and
+                       backend: 'docker' (containers on docker_hosts, or the local engine) |
+                       'kubernetes' (one pod per environment, settings in env.kubernetes.*;
+                       launch/k8s/README.md).
   checkpoint.*         save every k steps, keep the last n, save asynchronously.
 """
 
@@ -103,9 +107,31 @@ def get_config() -> ml_collections.ConfigDict:
             mem_limit="4g",
             cpus=1.0,
             pids_limit=512,
+            # Where episodes, grading and execution checks run: 'docker' | 'kubernetes'.
+            backend="docker",
             # Docker endpoints (unix://, tcp://, ssh://); empty: the local engine.
             docker_hosts=(),
             envs_per_host=0,
+            # backend='kubernetes' (env.k8s_runtime.K8sPodFactory; its defaults).
+            kubernetes=ml_collections.ConfigDict(
+                dict(
+                    # Credentials: '' is the in-cluster service account, else $KUBECONFIG or
+                    # ~/.kube/config; or a kubeconfig file path, and a context in it ('' current).
+                    kubeconfig="",
+                    context="",
+                    namespace="deepswe",
+                    # Put before each task image: the registry the images were pushed to, e.g.
+                    # 'registry.example.com/' (launch/k8s_manifests.py --image_prefix).
+                    image_prefix="",
+                    ephemeral_storage="10Gi",
+                    image_pull_policy="IfNotPresent",
+                    # Node labels env pods must run on, as 'key=value' strings.
+                    node_selector=(),
+                    start_timeout_s=300.0,
+                    # Seconds a leaked pod lives at most (an episode plus its grading is less).
+                    active_deadline_s=4 * 3600,
+                )
+            ),
         )
     )
     config.checkpoint = ml_collections.ConfigDict(dict(every=10, keep=3, async_save=True))

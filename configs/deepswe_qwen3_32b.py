@@ -4,6 +4,10 @@
       --config.init_from=/ckpt/Qwen3-32B --config.tokenizer=/ckpt/Qwen3-32B
 
 Memory plan: python -m launch.plan_memory --config=configs/deepswe_qwen3_32b.py --num_devices=64
+
+DeepSWE ran its 512 environments per step on Kubernetes; here they are Docker containers unless
+  --config.env.backend=kubernetes --config.env.kubernetes.image_prefix=registry.example.com/
+(one pod per environment, grading and execution checks in pods too; launch/k8s/README.md).
 """
 
 import ml_collections
@@ -22,4 +26,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.rl.peak_flops_per_device = 989e12  # H100 SXM bf16 dense, for MFU
     config.sampler.kind = "vllm"
     config.env.tasks = "tasks/tasks.jsonl"
+    # 512 environments per step (64 tasks x 8 rollouts) outgrow one Docker host: use several
+    # (config.env.docker_hosts) or backend='kubernetes' (see the docstring).
+    config.env.backend = "docker"
     return config

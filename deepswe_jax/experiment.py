@@ -1,6 +1,6 @@
 """What a config builds, shared by training, SFT, evaluation, verifiers and samplers: sharding
 rules, the policy model and its starting parameters (config.init_from), the tokenizer, the task
-list and the Docker environment pool.
+list and the environment pool (Docker containers or Kubernetes pods).
 
     rules = sharding_rules(config)
     params = initial_params(config, make_mesh(...), rules)   # random, HF directory or Orbax
@@ -11,9 +11,9 @@ list and the Docker environment pool.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +26,12 @@ from deepswe_jax.env.tasks import Task, load_tasks
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, load_hf_checkpoint
 from deepswe_jax.parallel import create_sharded_model, state_shardings
 from deepswe_jax.parallel.sharding import Rules
+
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
+
+    from deepswe_jax.env.k8s_runtime import K8sPodFactory
+    from deepswe_jax.env.pool import EnvPool
 
 
 def sharding_rules(config: ml_collections.ConfigDict) -> Rules:
@@ -100,27 +106,115 @@ def initial_params(
     return restore_params(path, target)
 
 
-def make_env_pool(config: ml_collections.ConfigDict, run_label: str) -> Any:
-    """An EnvPool with config.env's container limits and Docker hosts (optional docker_hosts,
-    envs_per_host; default the local engine) and config.agent.step_timeout."""
+ENV_BACKENDS = ("docker", "kubernetes")
+
+
+def make_env_pool(
+    config: ml_collections.ConfigDict, run_label: str, *, grade_concurrency: int | None = None
+) -> EnvPool:
+    """An EnvPool for config.env.backend with config.env.max_envs and config.agent.step_timeout;
+    `grade_concurrency` gradings at once (None: EnvPool's default).
+
+    'docker': containers with config.env's limits on config.env.docker_hosts (default the local
+    engine), task images built when missing. 'kubernetes': pods of `kubernetes_pod_factory`
+    (episodes and grading), task images pulled from config.env.kubernetes.image_prefix's
+    registry.
+    """
     from deepswe_jax.env.pool import EnvPool
 
+    backend = config.env.get("backend", "docker")
+    if backend not in ENV_BACKENDS:
+        raise ValueError(
+            f"config.env.backend={backend!r} is not one of {ENV_BACKENDS}; set "
+            "--config.env.backend=docker (containers on the local engine or config.env."
+            "docker_hosts) or --config.env.backend=kubernetes (pods, config.env.kubernetes.*)"
+        )
+    options: dict[str, Any] = dict(
+        max_envs=config.env.max_envs, run_label=run_label, step_timeout=config.agent.step_timeout
+    )
+    if grade_concurrency is not None:
+        options["grade_concurrency"] = grade_concurrency
+    if backend == "kubernetes":
+        if config.env.get("docker_hosts"):
+            raise ValueError(
+                f"config.env.docker_hosts={tuple(config.env.docker_hosts)} is for "
+                "backend=docker; clear it (--config.env.docker_hosts='()') to run in pods"
+            )
+        factory = kubernetes_pod_factory(config)
+        return EnvPool(**options, runtime_factory=factory, build_images=False)
     try:
         return EnvPool(
-            max_envs=config.env.max_envs,
-            run_label=run_label,
+            **options,
             docker_hosts=tuple(config.env.get("docker_hosts", ())),
             envs_per_host=config.env.get("envs_per_host", 0),
             mem_limit=config.env.mem_limit,
             nano_cpus=int(config.env.cpus * 1e9),
             pids_limit=config.env.pids_limit,
-            step_timeout=config.agent.step_timeout,
         )
     except Exception as error:
         raise RuntimeError(
             f"could not open the Docker environment pool ({error}); episodes run in containers, "
-            "so start the Docker engine (check with `docker info`) or set DOCKER_HOST"
+            "so start the Docker engine (check with `docker info`) or set DOCKER_HOST, or run "
+            "them in pods (--config.env.backend=kubernetes)"
         ) from error
+
+
+def kubernetes_pod_factory(config: ml_collections.ConfigDict) -> K8sPodFactory:
+    """A K8sPodFactory with config.env.kubernetes's settings and config.env's mem_limit and
+    cpus, talking to the API server of `kubernetes_api`."""
+    from deepswe_jax.env.k8s_runtime import K8sPodFactory
+
+    settings = config.env.kubernetes
+    return K8sPodFactory(
+        api=kubernetes_api(settings.kubeconfig, settings.context),
+        namespace=settings.namespace,
+        image_prefix=settings.image_prefix,
+        mem_limit=config.env.mem_limit,
+        cpus=config.env.cpus,
+        ephemeral_storage=settings.ephemeral_storage,
+        image_pull_policy=settings.image_pull_policy,
+        node_selector=node_labels(settings.node_selector) or None,
+        start_timeout_s=settings.start_timeout_s,
+        active_deadline_s=settings.active_deadline_s,
+    )
+
+
+def kubernetes_api(kubeconfig: str, context: str) -> CoreV1Api:
+    """A CoreV1Api from the kubeconfig file `kubeconfig` and its `context` ('' for either: the
+    default, $KUBECONFIG or ~/.kube/config and its current context); both '': the in-cluster
+    service account when running in a pod, else the default kubeconfig."""
+    from kubernetes import client
+    from kubernetes import config as kube_config
+
+    from deepswe_jax.env.k8s_runtime import default_core_api
+
+    try:
+        if not kubeconfig and not context:
+            return default_core_api()
+        api_client = kube_config.new_client_from_config(
+            config_file=kubeconfig or None, context=context or None
+        )
+    except (kube_config.ConfigException, OSError) as error:
+        raise RuntimeError(
+            f"could not load Kubernetes credentials ({error}); run in a pod with a service account "
+            "(launch/k8s), or set --config.env.kubernetes.kubeconfig=<kubeconfig file> (and "
+            ".context=<name>)"
+        ) from error
+    return client.CoreV1Api(api_client)
+
+
+def node_labels(pairs: Sequence[str]) -> dict[str, str]:
+    """('key=value', ...) as {key: value}; a string without '=' is a ValueError."""
+    labels = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not (key and equals):
+            raise ValueError(
+                f"config.env.kubernetes.node_selector entry {pair!r} is not 'key=value'; write "
+                "node labels as e.g. \"('cloud.google.com/gke-nodepool=envs',)\""
+            )
+        labels[key] = value
+    return labels
 
 
 def load_task_list(config: ml_collections.ConfigDict) -> list[Task]:

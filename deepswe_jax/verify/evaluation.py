@@ -61,8 +61,9 @@ from deepswe_jax.agent.rollout import run_episode
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
 from deepswe_jax.env.grading import GradeResult
 from deepswe_jax.env.images import ensure_task_images
-from deepswe_jax.env.pool import EnvPool
+from deepswe_jax.env.pool import EnvPool, RuntimeFactory
 from deepswe_jax.env.tasks import Task, load_tasks
+from deepswe_jax.experiment import make_env_pool
 from deepswe_jax.sampling.base import Sampler
 from deepswe_jax.verify import metrics
 from deepswe_jax.verify.select import SELECTOR_SCORES, SELECTORS, CandidateScores
@@ -132,7 +133,7 @@ def policy_config(
 def load_agent_policy(config: ml_collections.ConfigDict, *, seed: int) -> AgentPolicy:
     """The policy of config.init_from (see `policy_config`) in a JaxSampler on config.mesh,
     with room for config.agent.max_prompt_tokens + max_context tokens per episode."""
-    # The model stack loads only for model policies; gold / empty evaluations never import it.
+    # The sampler loads only for model policies; gold / empty evaluations never build it.
     from flax import nnx
 
     from deepswe_jax.experiment import initial_params, load_tokenizer, model_factory, sharding_rules
@@ -164,22 +165,6 @@ def load_eval_tasks(path: str | os.PathLike, instance_ids: Sequence[str] = ()) -
     if missing:
         raise ValueError(f"instance ids not in {path}: {missing}; check the names or the task file")
     return [by_id[instance_id] for instance_id in instance_ids]
-
-
-def make_eval_pool(
-    config: ml_collections.ConfigDict, *, run_label: str, grade_concurrency: int
-) -> EnvPool:
-    """An EnvPool with config.env's container limits, config.agent.step_timeout and
-    `grade_concurrency` gradings at once."""
-    return EnvPool(
-        max_envs=config.env.max_envs,
-        run_label=run_label,
-        grade_concurrency=grade_concurrency,
-        mem_limit=config.env.mem_limit,
-        nano_cpus=int(config.env.cpus * 1e9),
-        pids_limit=config.env.pids_limit,
-        step_timeout=config.agent.step_timeout,
-    )
 
 
 def run_directory(output_dir: str | os.PathLike, run_index: int) -> Path:
@@ -564,9 +549,16 @@ def verifier_scorer(verifier_dir: str | os.PathLike) -> CandidateScorer:
     return score
 
 
-def execution_scorer(*, timeout: float, workers: int, run_label: str) -> CandidateScorer:
+def execution_scorer(
+    *,
+    timeout: float,
+    workers: int,
+    run_label: str,
+    runtime_factory: RuntimeFactory | None = None,
+) -> CandidateScorer:
     """Scores candidates by running the task's passing existing tests (regression) against
-    each patch in fresh containers (`verify.execution`); no reproduction tests."""
+    each patch in fresh containers (`verify.execution`); no reproduction tests. Containers are
+    runtimes of `runtime_factory` (an env pool's, e.g. Kubernetes pods), else local Docker."""
     from deepswe_jax.verify import execution
 
     def score(task: Task, candidates: Sequence[Trajectory]) -> list[CandidateScores]:
@@ -576,6 +568,7 @@ def execution_scorer(*, timeout: float, workers: int, run_label: str) -> Candida
             timeout=timeout,
             workers=workers,
             run_label=run_label,
+            runtime_factory=runtime_factory,
         )
         return [result.candidate_scores() for result in results]
 
@@ -589,10 +582,12 @@ def make_scorer(
     timeout: float,
     workers: int,
     run_label: str,
+    runtime_factory: RuntimeFactory | None,
 ) -> CandidateScorer | None:
     """The scorer `selectors` need: the verifier of `verifier_dir` for 'verifier' / 'hybrid',
-    execution checks (`timeout` seconds per test run, `workers` containers at once) for
-    'execution' / 'hybrid'; None without selectors."""
+    execution checks (`timeout` seconds per test run, `workers` containers at once, made by
+    `runtime_factory`: the env pool's, None for local Docker) for 'execution' / 'hybrid'; None
+    without selectors."""
     unknown = sorted(set(selectors) - set(SELECTORS))
     if unknown:
         raise ValueError(f"unknown selectors {unknown}; choose from {sorted(SELECTORS)}")
@@ -607,7 +602,14 @@ def make_scorer(
             )
         scorers.append(verifier_scorer(verifier_dir))
     if needed & {"regression", "reproduction"}:
-        scorers.append(execution_scorer(timeout=timeout, workers=workers, run_label=run_label))
+        scorers.append(
+            execution_scorer(
+                timeout=timeout,
+                workers=workers,
+                run_label=run_label,
+                runtime_factory=runtime_factory,
+            )
+        )
     return combine_scorers(*scorers) if scorers else None
 
 
@@ -885,9 +887,11 @@ def run_evaluation(
     process_id: int = 0,
     num_processes: int = 1,
 ) -> dict[str, Any]:
-    """`evaluate` with everything built from `config`: task images, the env pool, for a
-    policy directory (`policy_config`) the policy in a JaxSampler, and the scorer `selectors`
-    need (`make_scorer`). Returns the summary (of this process's share).
+    """`evaluate` with everything built from `config`: the env pool of config.env.backend
+    (`make_env_pool`; a Docker pool builds missing task images first), for a policy directory
+    (`policy_config`) the policy in a JaxSampler, and the scorer `selectors` need
+    (`make_scorer`; execution checks run on the pool's backend). Returns the summary (of this
+    process's share).
 
     policy: 'gold', 'empty' or a policy directory. model_name: default `policy` for gold /
     empty, else the directory's name. With num_processes > 1, evaluates only
@@ -895,12 +899,14 @@ def run_evaluation(
     with the `ShardPlan` that `merge_shards` reads.
     """
     run_label = f"eval-{uuid.uuid4().hex[:8]}"
+    pool = make_env_pool(config, run_label, grade_concurrency=grade_concurrency)
     scorer = make_scorer(
         selectors,
         verifier_dir=verifier_dir,
         timeout=config.agent.reward_timeout,
         workers=grade_concurrency,
         run_label=run_label,
+        runtime_factory=pool.runtime_factory,
     )
     if policy in FIXED_PATCH_POLICIES:
         policy_name = policy
@@ -929,13 +935,13 @@ def run_evaluation(
         check_or_write_identity(output_dir, eval_identity(policy_name, model_name, config))
         plan.write(output_dir)
         tasks = tasks[process_id::num_processes]
-    ensure_task_images(tasks)
+    if pool.build_images:  # a Kubernetes pool's nodes pull task images from a registry
+        ensure_task_images(tasks)
     agent_policy = None
     if policy not in FIXED_PATCH_POLICIES:
         agent_policy = load_agent_policy(config, seed=config.seed)
 
     async def run() -> dict[str, Any]:
-        pool = make_eval_pool(config, run_label=run_label, grade_concurrency=grade_concurrency)
         async with pool:
             return await evaluate(
                 tasks,
