@@ -165,6 +165,7 @@ def kubernetes_pod_factory(config: ml_collections.ConfigDict) -> K8sPodFactory:
     from deepswe_jax.env.k8s_runtime import K8sPodFactory
 
     settings = config.env.kubernetes
+    node_selector = node_labels(settings.node_selector) or None  # checked before any API call
     return K8sPodFactory(
         api=kubernetes_api(settings.kubeconfig, settings.context),
         namespace=settings.namespace,
@@ -173,7 +174,7 @@ def kubernetes_pod_factory(config: ml_collections.ConfigDict) -> K8sPodFactory:
         cpus=config.env.cpus,
         ephemeral_storage=settings.ephemeral_storage,
         image_pull_policy=settings.image_pull_policy,
-        node_selector=node_labels(settings.node_selector) or None,
+        node_selector=node_selector,
         start_timeout_s=settings.start_timeout_s,
         active_deadline_s=settings.active_deadline_s,
     )

@@ -1,5 +1,8 @@
-"""Configs: the contract's fields, Qwen3-32B's exact parameter count, command-line overrides."""
+"""Configs: the contract's fields, Qwen3-32B's exact parameter count, command-line overrides,
+and the environment backend a config selects (experiment.make_env_pool)."""
 
+import asyncio
+import dataclasses
 import json
 import os
 import subprocess
@@ -13,6 +16,9 @@ from flax import nnx
 from ml_collections import ConfigDict
 
 from configs import common, deepswe_qwen3_32b, tiny
+from deepswe_jax.env.hosts import default_endpoint
+from deepswe_jax.env.k8s_runtime import K8sPodFactory
+from deepswe_jax.experiment import make_env_pool
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import DEFAULT_RULES
 
@@ -153,6 +159,9 @@ def test_command_line_overrides():
         "--config.remat=full",
         "--config.agent.max_steps=7",
         "--config.rl.peak_flops_per_device=1e12",
+        "--config.env.backend=kubernetes",
+        "--config.env.kubernetes.image_prefix=registry.example.com/",
+        "--config.env.kubernetes.node_selector=cloud.google.com/gke-nodepool=envs",
     ]
     result = subprocess.run(
         command, cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=120
@@ -163,6 +172,9 @@ def test_command_line_overrides():
     assert loaded["remat"] == "full"
     assert loaded["agent"]["max_steps"] == 7
     assert loaded["rl"]["peak_flops_per_device"] == 1e12
+    assert loaded["env"]["backend"] == "kubernetes"
+    assert loaded["env"]["kubernetes"]["image_prefix"] == "registry.example.com/"
+    assert loaded["env"]["kubernetes"]["node_selector"] == ["cloud.google.com/gke-nodepool=envs"]
     assert loaded["model"]["hidden_size"] == tiny.get_config().model.hidden_size
 
 
@@ -172,3 +184,39 @@ def test_tiny_vocabulary_covers_the_test_tokenizer():
         os.path.join(REPO_ROOT, config.tokenizer, "tokenizer.json")
     )
     assert tokenizer.get_vocab_size(with_added_tokens=True) == config.model.vocab_size
+
+
+def test_kubernetes_defaults_are_the_pod_factorys():
+    settings = common.get_config().env.kubernetes
+    defaults = {f.name: f.default for f in dataclasses.fields(K8sPodFactory)}
+    shared = ("namespace", "image_prefix", "ephemeral_storage", "image_pull_policy")
+    for name in (*shared, "start_timeout_s", "active_deadline_s"):
+        assert settings[name] == defaults[name], name
+    assert tuple(settings.node_selector) == () and defaults["node_selector"] is None
+
+
+def test_docker_backend_builds_a_docker_pool():
+    config = tiny.get_config()
+    assert config.env.backend == "docker"
+    pool = make_env_pool(config, "pytest-configs", grade_concurrency=3)
+    assert pool.runtime_factory is None and pool.build_images
+    assert [host.endpoint for host in pool.hosts.hosts] == [default_endpoint()]
+    assert (pool.mem_limit, pool.nano_cpus, pool.pids_limit) == ("1g", 10**9, 256)
+    assert pool.step_timeout == config.agent.step_timeout and pool.max_envs == 8
+    assert pool._grade_slots._value == 3  # gradings at once
+    asyncio.run(pool.close())
+
+
+def test_unknown_backend_and_misplaced_settings_are_refused_with_what_to_set():
+    config = tiny.get_config()
+    config.env.backend = "slurm"
+    with pytest.raises(ValueError, match=r"'slurm' is not one of \('docker', 'kubernetes'\)"):
+        make_env_pool(config, "pytest-configs")
+    config.env.backend = "kubernetes"
+    config.env.docker_hosts = ("ssh://worker-1",)
+    with pytest.raises(ValueError, match="docker_hosts=.*is for backend=docker; clear it"):
+        make_env_pool(config, "pytest-configs")
+    config.env.docker_hosts = ()
+    config.env.kubernetes.node_selector = ("envs",)
+    with pytest.raises(ValueError, match="'envs' is not 'key=value'"):
+        make_env_pool(config, "pytest-configs")

@@ -6,8 +6,9 @@ ApiException), its watch streams real serialized events through `kubernetes.watc
 and `kubernetes.stream.stream` (unpatched) hands exec calls to it. Exec sessions either
 replay a scripted answer, or run the exact exec command in a Docker container started from
 the pod's own manifest (image, command), so the wrapper, the tar transfers, the timeouts
-and the diff run for real. `test_real_cluster_end_to_end` runs against a cluster whenever
-KUBECONFIG points to one.
+and the diff run for real. A config with env.backend='kubernetes' builds (experiment.
+make_env_pool) a pool whose episodes and gradings run in such pods.
+`test_real_cluster_end_to_end` runs against a cluster whenever KUBECONFIG points to one.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import pytest
 from kubernetes import client as k8s
 from websocket import WebSocketConnectionClosedException
 
+from configs import tiny
+from deepswe_jax import experiment
 from deepswe_jax.env import k8s_runtime
 from deepswe_jax.env.docker_runtime import (
     LIVE_RUNTIMES,
@@ -802,6 +805,116 @@ def test_env_pool_grades_in_pods_of_its_kubernetes_factory(container_api, tiny_t
         if "-rA" in " ".join(call["command"])
     ]
     assert sorted(test_runs) == sorted(names)  # the tests ran in the pods, once each
+
+
+# ---------------------------------------------------------------- from a config
+
+
+def kubernetes_config(**settings):
+    """configs/tiny.py with env.backend='kubernetes' and `settings` in env.kubernetes."""
+    config = tiny.get_config()
+    config.env.backend = "kubernetes"
+    config.env.kubernetes.update(settings)
+    return config
+
+
+KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters:
+- {name: local, cluster: {server: "https://local.example:6443"}}
+- {name: gpu, cluster: {server: "https://gpu-cluster.example:6443"}}
+users:
+- {name: trainer, user: {token: not-a-secret}}
+contexts:
+- {name: local, context: {cluster: local, user: trainer}}
+- {name: gpu, context: {cluster: gpu, user: trainer}}
+current-context: local
+"""
+
+
+def test_a_configs_kubeconfig_and_context_choose_the_cluster(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG)
+    config = kubernetes_config(kubeconfig=str(kubeconfig), context="gpu", namespace="swe")
+    factory = experiment.kubernetes_pod_factory(config)
+    assert factory.api.api_client.configuration.host == "https://gpu-cluster.example:6443"
+    assert (factory.namespace, factory.mem_limit, factory.cpus) == ("swe", "1g", 1.0)
+    config.env.kubernetes.context = ""  # the file's current context
+    host = experiment.kubernetes_pod_factory(config).api.api_client.configuration.host
+    assert host == "https://local.example:6443"
+    config.env.kubernetes.kubeconfig = str(tmp_path / "missing")
+    with pytest.raises(RuntimeError, match="config.env.kubernetes.kubeconfig"):
+        experiment.make_env_pool(config, "pytest-k8s")
+
+
+def test_a_config_with_backend_kubernetes_runs_episodes_and_grading_in_pods(
+    container_api, docker_client, tiny_task, run_label, monkeypatch
+):
+    """make_env_pool on a config naming a cluster (kubeconfig, context), a registry prefix, a
+    node selector and limits: the pool's pods carry them, and episodes and grading run there."""
+    config = kubernetes_config(
+        kubeconfig="/etc/deepswe/kubeconfig",
+        context="gpu",
+        namespace=NAMESPACE,
+        image_prefix="registry.example/",
+        node_selector=("pool=envs",),
+        active_deadline_s=3600,
+    )
+    config.env.update(mem_limit="2g", cpus=0.5)
+    clusters = []
+
+    def fake_cluster(kubeconfig: str, context: str):
+        clusters.append((kubeconfig, context))
+        return container_api
+
+    monkeypatch.setattr(experiment, "kubernetes_api", fake_cluster)
+    pulled = "registry.example/" + tiny_task.image  # what the nodes would pull
+    docker_client.images.get(tiny_task.image).tag(pulled)
+    first_pod = len(container_api.called("create_namespaced_pod"))
+    pool = experiment.make_env_pool(config, run_label, grade_concurrency=1)
+
+    async def episode_and_grade():
+        async with pool:
+            async with pool.acquire(tiny_task) as env:
+                step = await env.step("execute_bash", {"cmd": "echo from-config"})
+                await env.step(
+                    "file_editor",
+                    {
+                        "command": "str_replace",
+                        "path": "/testbed/tinycalc/__init__.py",
+                        "old_str": "return a - b",
+                        "new_str": "return a + b",
+                    },
+                )
+                patch = await env.patch()
+            return step, await pool.grade(tiny_task, patch)
+
+    try:
+        step, grade = asyncio.run(episode_and_grade())
+    finally:
+        docker_client.images.remove(pulled)
+    assert clusters == [("/etc/deepswe/kubeconfig", "gpu")]
+    assert pool.hosts is None and not pool.build_images  # no Docker engine, no image builds
+    assert "from-config" in step.observation and step.exit_code == 0
+    assert grade.status == "resolved", grade.test_log
+    pods = [call["body"] for call in container_api.called("create_namespaced_pod")[first_pod:]]
+    assert len(pods) == 2  # the episode's pod, then a fresh one for grading
+    for pod in pods:
+        container = pod.spec.containers[0]
+        assert (pod.metadata.namespace, container.image) == (NAMESPACE, pulled)
+        assert pod.spec.node_selector == {"pool": "envs"}
+        assert pod.spec.active_deadline_seconds == 3600
+        assert container.resources.limits["memory"] == "2Gi"
+        assert container.resources.limits["cpu"] == "500m"
+    names = {pod.metadata.name for pod in pods}
+    assert names.isdisjoint(container_api.pods)  # both deleted
+    test_runs = [
+        call["name"]
+        for call in container_api.called("connect_get_namespaced_pod_exec")
+        if "-rA" in " ".join(call["command"])
+    ]
+    assert len(test_runs) == 1 and test_runs[0] in names  # the grading pod ran the tests
 
 
 # ---------------------------------------------------------------- a real cluster

@@ -1,6 +1,6 @@
 """Execution-based verification on a shipped task, in real containers: regression and
 reproduction scores of the gold patch, a patch that breaks existing tests, and no patch; the
-same runs on the runtimes of a runtime factory."""
+same runs on the runtimes of a runtime factory, also from evaluation's execution scorer."""
 
 import textwrap
 import uuid
@@ -9,8 +9,10 @@ from pathlib import Path
 import docker
 import pytest
 
+from deepswe_jax.agent.trajectory import StopReason, Trajectory
 from deepswe_jax.env.images import ensure_task_image
 from deepswe_jax.env.tasks import load_tasks, unified_diff
+from deepswe_jax.verify.evaluation import make_scorer
 from deepswe_jax.verify.execution import (
     ExecutionScore,
     ReproductionTest,
@@ -132,6 +134,48 @@ def test_candidates_are_scored_in_the_runtimes_of_a_runtime_factory(task, docker
     assert 0.0 < broken.regression_score < 1.0, broken
     # The regression baseline at the base commit, then the candidate.
     assert factory.calls == [(task.image, run_label)] * 2
+
+
+def candidate(task, patch: str) -> Trajectory:
+    return Trajectory(
+        task_id=task.instance_id,
+        rollout_index=0,
+        policy_version=0,
+        prompt_ids=(),
+        token_ids=(),
+        loss_mask=(),
+        sampler_logprobs=(),
+        reward=0.0,
+        stop_reason=StopReason.finished,
+        infra_error=False,
+        num_steps=1,
+        patch=patch,
+        timings={},
+        steps=(),
+        grade=None,
+    )
+
+
+def test_the_evaluation_scorer_runs_execution_checks_on_the_pools_runtime_factory(
+    task, docker_client, run_label
+):
+    factory = LabelledDockerFactory(docker_client)
+    scorer = make_scorer(
+        ("execution",),
+        verifier_dir=None,
+        timeout=120,
+        workers=1,
+        run_label=run_label,
+        runtime_factory=factory,
+    )
+    try:
+        [scores] = scorer(task, [candidate(task, breaking_patch(task))])
+    finally:
+        factory.remove_stale((run_label,))
+    assert 0.0 < scores.regression < 1.0 and scores.reproduction is None
+    # The regression baseline, then the candidate: both in the factory's runtimes.
+    assert factory.calls == [(task.image, run_label)] * 2
+    assert len(factory.made) == 2
 
 
 def test_reproduction_test_must_be_a_test_path():
