@@ -162,7 +162,13 @@ def make_env_pool(
 def kubernetes_pod_factory(config: ml_collections.ConfigDict) -> K8sPodFactory:
     """A K8sPodFactory with config.env.kubernetes's settings and config.env's mem_limit and
     cpus, talking to the API server of `kubernetes_api`."""
-    from deepswe_jax.env.k8s_runtime import K8sPodFactory
+    try:
+        from deepswe_jax.env.k8s_runtime import K8sPodFactory
+    except ImportError as error:
+        raise ImportError(
+            f"config.env.backend='kubernetes' needs the Kubernetes client ({error}); install it "
+            'with `pip install -e ".[k8s]"`'
+        ) from error
 
     settings = config.env.kubernetes
     node_selector = node_labels(settings.node_selector) or None  # checked before any API call
