@@ -9,7 +9,8 @@ RoleBinding, image pre-pull DaemonSets and the training Job (see launch/k8s/mani
 plus reference/env-pod.yaml, the pod K8sRuntime creates (not applied by the command above).
 Task images must first be pushed where the nodes can pull them: build them with
 launch/build_images.py, then `docker tag deepswe/x:base <prefix>deepswe/x:base` and push.
-Train with `EnvPool(runtime_factory=K8sPodFactory(image_prefix=<prefix>), build_images=False)`.
+The Job trains with `--config.env.backend=kubernetes` and this namespace and image prefix, so
+its episodes, grading and execution checks run in pods (launch/k8s/README.md).
 """
 
 import os
@@ -59,6 +60,9 @@ def main(argv: list[str]) -> None:
         "launch/train.py",
         f"--config={_TRAIN_CONFIG.value}",
         "--workdir=/runs/deepswe-train",
+        "--config.env.backend=kubernetes",
+        f"--config.env.kubernetes.namespace={_NAMESPACE.value}",
+        f"--config.env.kubernetes.image_prefix={_IMAGE_PREFIX.value}",
     ]
     files = cluster_manifests(
         images,

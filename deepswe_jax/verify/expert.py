@@ -147,8 +147,8 @@ def run_expert(
     output_path: str | os.PathLike | None = None,
     run_label: str = "expert",
 ) -> list[Trajectory]:
-    """`collect_expert_trajectories` through a Docker `EnvPool` built from config.env (images
-    are built when missing), with the tokenizer of config.tokenizer."""
+    """`collect_expert_trajectories` through the `EnvPool` of config.env (Docker, building missing
+    images, or Kubernetes pods per config.env.backend), with the tokenizer of config.tokenizer."""
     from deepswe_jax.experiment import load_tokenizer, make_env_pool
 
     tokenizer = load_tokenizer(config)

@@ -182,6 +182,16 @@ def test_command_line_writes_valid_yaml_for_a_task_file(tmp_path, shipped_images
         for c in d["spec"]["template"]["spec"]["initContainers"]
     }
     assert pulled == {"reg.io/" + image for image in shipped_images}
+    (job,) = [d for d in documents if d["kind"] == "Job"]
+    (trainer,) = job["spec"]["template"]["spec"]["containers"]
+    command = trainer.get("command", []) + trainer.get("args", [])
+    assert command[:2] == ["python", "launch/train.py"]
+    # Episodes, grading and execution checks of the Job run in pods of this namespace and prefix.
+    assert {
+        "--config.env.backend=kubernetes",
+        "--config.env.kubernetes.namespace=swe",
+        "--config.env.kubernetes.image_prefix=reg.io/",
+    } <= set(command)
 
 
 def test_yaml_round_trips_scripts_exactly():
