@@ -27,6 +27,7 @@ from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.agent.rollout import initial_messages
 from deepswe_jax.agent.scripted_policy import gold_patch_replies, reply_ids
 from deepswe_jax.agent.trajectory import Trajectory
+from deepswe_jax.env.docker_runtime import PID_LABEL, RUN_LABEL
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.tasks import load_tasks
 from deepswe_jax.sampling.scripted import ScriptedSampler
@@ -150,11 +151,12 @@ def finished_lines(path: Path) -> list[str]:
     return lines
 
 
-def eval_containers(client: docker.DockerClient) -> list:
+def eval_containers(client: docker.DockerClient, pid: int) -> list:
+    """Evaluation containers started by process `pid` (other evaluations may share the engine)."""
     return [
         container
-        for container in client.containers.list(all=True, filters={"label": "deepswe.run"})
-        if container.labels.get("deepswe.run", "").startswith("eval-")
+        for container in client.containers.list(all=True, filters={"label": f"{PID_LABEL}={pid}"})
+        if container.labels.get(RUN_LABEL, "").startswith("eval-")
     ]
 
 
@@ -198,7 +200,7 @@ def test_gold_resolves_every_shipped_task_and_resumes_after_kill(tmp_path):
     assert run_report["resolved_ids"] == ALL_TASK_IDS
     assert run_report["resolved_instances"] == run_report["total_instances"] == 30
     assert run_report["unresolved_ids"] == run_report["error_ids"] == []
-    assert eval_containers(docker.from_env()) == []  # the killed run's containers were reaped
+    assert eval_containers(docker.from_env(), process.pid) == []  # the killed run's were reaped
 
 
 def test_empty_policy_resolves_nothing(tmp_path):
