@@ -261,14 +261,22 @@ def sampler_seed(run: RunState) -> int:
 
 
 def log_progress(step: int, total_steps: int, metrics: dict[str, float]) -> None:
+    if "train/loss" in metrics:
+        update = f"loss {metrics['train/loss']:.4g}"
+    else:  # no episode with a nonzero advantage survived compact filtering: nothing to learn
+        update = (
+            f"no update ({metrics.get('batch/compact_filtered', 0):.0f}/"
+            f"{metrics['rollout/episodes']:.0f} episodes compact-filtered, the rest with zero "
+            "advantage)"
+        )
     logger.info(
-        "step %d/%d: reward %.3f, pass@1 %.3f, loss %.4g; rollout %.1fs, train %.1fs, "
+        "step %d/%d: reward %.3f, pass@1 %.3f, %s; rollout %.1fs, train %.1fs, "
         "sync %.2fs, checkpoint %.2fs",
         step,
         total_steps,
         metrics["rollout/reward_mean"],
         metrics["rollout/pass_at_1"],
-        metrics.get("train/loss", float("nan")),
+        update,
         metrics["time/rollout_s"],
         metrics["time/train_s"],
         metrics["time/sync_s"],
