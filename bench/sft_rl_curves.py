@@ -105,7 +105,8 @@ def table(summaries: dict[str, dict]) -> str:
         ["stage", "Pass@1 (± s.e.)"]
         + [f"pass@{k}" for k in ks[1:]]
         + [f"Best@{ks[-1]} ({name})" for name in selectors]
-        + ["resolved (any run)", "stop reasons", "mean steps"]
+        + ["resolved (any run)", "tool calls parsed", "non-empty patch", "stop reasons"]
+        + ["mean steps"]
     )
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for stage, s in summaries.items():
