@@ -89,6 +89,7 @@ def plot(path: Path, summaries: dict[str, dict]) -> None:
     axes.set_xticks(ks, [str(k) for k in ks])
     axes.set_xlabel("k (candidates per task)")
     axes.set_ylabel("% of tasks resolved")
+    axes.set_ylim(0, 100)
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
     axes.set_title("tiny Qwen3 on the 30 shipped tasks")
