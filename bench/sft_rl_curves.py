@@ -29,6 +29,7 @@ from pathlib import Path
 from absl import app, flags
 
 from deepswe_jax.agent.trajectory import read_trajectories
+from deepswe_jax.verify.evaluation import labelled_curves, plot_curves
 from deepswe_jax.verify.expert import tool_call_success_rate
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -63,39 +64,15 @@ def overrides(values: list[str]) -> list[str]:
 
 
 def plot(path: Path, summaries: dict[str, dict]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7, 4.5))
-    for (stage, summary), color in zip(summaries.items(), ("tab:blue", "tab:red"), strict=False):
-        curves = {
-            "pass@k": summary["pass_at_k"],
-            **{f"Best@k ({name})": curve for name, curve in summary.get("best_at_k", {}).items()},
-        }
-        for (label, curve), style in zip(curves.items(), ("-", "--", ":", "-."), strict=False):
-            ks = sorted(int(k) for k in curve)
-            axes.plot(
-                ks,
-                [100 * curve[str(k)] for k in ks],
-                style,
-                marker="o",
-                color=color,
-                label=f"{stage}: {label}",
-            )
-    ks = sorted(int(k) for k in next(iter(summaries.values()))["pass_at_k"])
-    axes.set_xscale("log", base=2)
-    axes.set_xticks(ks, [str(k) for k in ks])
-    axes.set_xlabel("k (candidates per task)")
-    axes.set_ylabel("% of tasks resolved")
-    axes.set_ylim(0, 100)
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=8)
-    axes.set_title("tiny Qwen3 on the 30 shipped tasks")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    """Every stage's pass@k and Best@k curves (summary.json's) on one evaluation-style plot."""
+    curves = {
+        f"{stage}: {label}": {int(k): v for k, v in curve.items()}
+        for stage, summary in summaries.items()
+        for label, curve in labelled_curves(
+            summary["pass_at_k"], summary.get("best_at_k", {})
+        ).items()
+    }
+    plot_curves(path, curves, title="tiny Qwen3 on the 30 shipped tasks")
 
 
 def table(summaries: dict[str, dict]) -> str:

@@ -482,26 +482,33 @@ def summarize(
     return summary
 
 
+def labelled_curves(
+    pass_at_k: Mapping[int, float], best_at_k: Mapping[str, Mapping[int, float]]
+) -> dict[str, Mapping[int, float]]:
+    """{'pass@k': pass_at_k, 'Best@k (<selector>)': curve, ...}: the curves `plot_curves` draws."""
+    return {"pass@k": pass_at_k, **{f"Best@k ({name})": c for name, c in best_at_k.items()}}
+
+
 def plot_curves(
     path: str | os.PathLike,
-    pass_at_k: Mapping[int, float],
-    best_at_k: Mapping[str, Mapping[int, float]],
+    curves: Mapping[str, Mapping[int, float]],
     *,
     title: str = "",
 ) -> None:
-    """A PNG of pass@k and each Best@k curve against k (log2 x axis)."""
+    """A PNG of each {k: fraction resolved} curve of `curves` (by label) against k (log2 x
+    axis), e.g. `labelled_curves(...)`, or several evaluations' with their names in the labels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(6, 4))
-    curves = {"pass@k": pass_at_k, **{f"Best@k ({name})": c for name, c in best_at_k.items()}}
     for label, curve in curves.items():
         ks = sorted(curve)
         axes.plot(ks, [100 * curve[k] for k in ks], marker="o", label=label)
+    all_ks = sorted({k for curve in curves.values() for k in curve})
     axes.set_xscale("log", base=2)
-    axes.set_xticks(sorted(pass_at_k), [str(k) for k in sorted(pass_at_k)])
+    axes.set_xticks(all_ks, [str(k) for k in all_ks])
     axes.set_xlabel("k (candidates per task)")
     axes.set_ylabel("% resolved")
     axes.set_ylim(0, 100)
@@ -715,8 +722,7 @@ def write_results(
     (output_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     plot_curves(
         output_dir / CURVES_FILE,
-        metrics.pass_at_k_curve(resolved),
-        best_at_k,
+        labelled_curves(metrics.pass_at_k_curve(resolved), best_at_k),
         title=f"{model_name}: {len(instance_ids)} tasks, {num_runs} runs each",
     )
     logger.info("%s", format_summary(summary))
