@@ -17,7 +17,9 @@ Experiment configs start from `get_config()` and change what differs. Field mean
                        overlap: roll out iteration k+1 while iteration k trains, from a policy
                        at most max_staleness updates old (rl/overlap.py).
   agent.*              episode limits (tokens, steps, seconds); past submit_notice_tokens
-                       response tokens the agent is told to submit (28K of 32K in DeepSWE).
+                       response tokens the agent is told to submit (28K of 32K in DeepSWE);
+                       prompt: the prompt style, 'r2e' (R2E-Gym / DeepSWE's instructions) |
+                       'compact' (a few lines, for small models; agent/prompts.py).
   sampler.*            rollout sampler and sampling parameters; hf_dir: HF weights for vLLM
                        ('' = config.init_from).
   env.*                task file, environment limits (mem_limit and cpus hold for Docker
@@ -95,6 +97,7 @@ def get_config() -> ml_collections.ConfigDict:
             trajectory_timeout=5400.0,
             reward_timeout=300.0,
             submit_notice_tokens=28672,
+            prompt="r2e",
         )
     )
     config.sampler = ml_collections.ConfigDict(

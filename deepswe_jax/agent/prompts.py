@@ -4,6 +4,12 @@ the per-task instance prompt and the notes appended to each observation.
 The structure follows R2E-Gym / DeepSWE (four functions documented in the system prompt, the
 `<function=NAME><parameter=KEY>VALUE</parameter></function>` call format, the issue inside
 `<github_issue>`, "Steps Remaining: N" after each observation); the wording is ours.
+
+Two prompt styles (`PROMPT_STYLES`, config.agent.prompt):
+- "r2e" (default): R2E-Gym's structure above, about 1,000 tokens of instructions.
+- "compact": for small models trained from scratch, a few lines naming each function and its
+  parameters, the call format and the issue (about 150 tokens), so an episode is a few
+  hundred tokens. Same functions, call format, parser and observations as "r2e".
 """
 
 from __future__ import annotations
@@ -185,6 +191,23 @@ LAST_STEP_NOTICE = "\nThis is your last step: call finish now to submit your cha
 SUBMIT_NOW_NOTICE = "\nYou are running out of tokens. Call finish NOW to submit your changes."
 
 
+COMPACT_SYSTEM_PROMPT_TEMPLATE = """You fix issues in the Python repository at /testbed. Reply with one function call:
+<function=NAME>
+<parameter=KEY>VALUE</parameter>
+</function>
+Functions and their parameters:
+{function_list}"""
+
+COMPACT_FUNCTION_TEMPLATE = "- {name}: {parameters}"
+
+COMPACT_INSTANCE_PROMPT_TEMPLATE = """<github_issue>
+{problem_statement}
+</github_issue>
+Fix the issue in /testbed, then call finish."""
+
+PROMPT_STYLES = ("r2e", "compact")
+
+
 def render_function_docs(tools: dict[str, ToolSpec] = TOOLS) -> str:
     """The numbered description of every function, as it appears in the system prompt."""
     docs = []
@@ -207,14 +230,34 @@ def render_function_docs(tools: dict[str, ToolSpec] = TOOLS) -> str:
     return "\n\n".join(docs)
 
 
-def system_prompt() -> str:
+def render_function_list(tools: dict[str, ToolSpec] = TOOLS) -> str:
+    """One line per function with its parameter names, as the compact system prompt lists them."""
+    return "\n".join(
+        COMPACT_FUNCTION_TEMPLATE.format(name=spec.name, parameters=", ".join(spec.parameter_names))
+        for spec in tools.values()
+    )
+
+
+def _check_style(style: str) -> None:
+    if style not in PROMPT_STYLES:
+        raise ValueError(
+            f"unknown prompt style {style!r}; set config.agent.prompt to one of {PROMPT_STYLES}"
+        )
+
+
+def system_prompt(style: str = "r2e") -> str:
     """The system message: the agent's role, its functions and the call format."""
+    _check_style(style)
+    if style == "compact":
+        return COMPACT_SYSTEM_PROMPT_TEMPLATE.format(function_list=render_function_list())
     return SYSTEM_PROMPT_TEMPLATE.format(function_docs=render_function_docs())
 
 
-def instance_prompt(problem_statement: str) -> str:
-    """The first user message of an episode: the issue and the steps to resolve it."""
-    return INSTANCE_PROMPT_TEMPLATE.format(problem_statement=problem_statement.strip("\n"))
+def instance_prompt(problem_statement: str, style: str = "r2e") -> str:
+    """The first user message of an episode: the issue (and, for "r2e", the steps to resolve it)."""
+    _check_style(style)
+    template = COMPACT_INSTANCE_PROMPT_TEMPLATE if style == "compact" else INSTANCE_PROMPT_TEMPLATE
+    return template.format(problem_statement=problem_statement.strip("\n"))
 
 
 def render_observation(observation: str, *, steps_remaining: int, submit_now: bool) -> str:

@@ -57,7 +57,8 @@ class EpisodeSettings:
     """Limits and sampling parameters of one episode (from config.agent and config.sampler).
 
     `submit_notice_tokens`: once this many tokens follow the prompt, each
-    observation asks the agent to submit now.
+    observation asks the agent to submit now. `prompt`: the prompt style
+    (`prompts.PROMPT_STYLES`: "r2e" or "compact").
     """
 
     max_steps: int
@@ -69,11 +70,12 @@ class EpisodeSettings:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
+    prompt: str = "r2e"
 
     @classmethod
     def from_config(cls, config: ml_collections.ConfigDict) -> EpisodeSettings:
         """Reads `config.agent` and `config.sampler`; `config.agent.submit_notice_tokens` is
-        optional (default: 7/8 of `max_context`)."""
+        optional (default: 7/8 of `max_context`), so is `config.agent.prompt` (default "r2e")."""
         agent = config.agent
         return cls(
             max_steps=int(agent.max_steps),
@@ -87,14 +89,15 @@ class EpisodeSettings:
             temperature=float(config.sampler.temperature),
             top_p=float(config.sampler.top_p),
             top_k=int(config.sampler.top_k),
+            prompt=str(agent.get("prompt", "r2e")),
         )
 
 
-def initial_messages(task: Task) -> list[Message]:
-    """The system prompt and the instance prompt of `task`."""
+def initial_messages(task: Task, prompt: str = "r2e") -> list[Message]:
+    """The system prompt and the instance prompt of `task` in prompt style `prompt`."""
     return [
-        Message("system", system_prompt()),
-        Message("user", instance_prompt(task.problem_statement)),
+        Message("system", system_prompt(prompt)),
+        Message("user", instance_prompt(task.problem_statement, prompt)),
     ]
 
 
@@ -129,7 +132,9 @@ async def run_episode(
     """
     settings = EpisodeSettings.from_config(cfg)
     started = time.perf_counter()
-    state = _EpisodeState(ConversationTokens(tokenizer.prompt_ids(initial_messages(task))))
+    state = _EpisodeState(
+        ConversationTokens(tokenizer.prompt_ids(initial_messages(task, settings.prompt)))
+    )
     patch = ""
     grade = None
     if len(state.tokens.prompt_ids) > settings.max_prompt_tokens:

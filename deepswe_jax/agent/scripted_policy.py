@@ -81,6 +81,30 @@ def parse_unified_diff(patch: str) -> list[FileEdit]:
     return edits
 
 
+def minimal_edit(edit: FileEdit) -> FileEdit:
+    """`edit` cut down to what a person types into `str_replace`: only the lines that change
+    (the unchanged lines around them dropped), without their last newline and without the first
+    line's indentation when old and new share it. `str_replace` replaces a substring, so this
+    makes the same change whenever the shorter old text is still unique in the file.
+    Creations, deletions and pure insertions (no old line left) stay as they are."""
+    if edit.old is None or edit.new is None:
+        return edit
+    old, new = edit.old.splitlines(keepends=True), edit.new.splitlines(keepends=True)
+    while old and new and old[0] == new[0]:
+        old, new = old[1:], new[1:]
+    while old and new and old[-1] == new[-1]:
+        old, new = old[:-1], new[:-1]
+    if not old or not new:
+        return edit
+    old_text, new_text = "".join(old), "".join(new)
+    if old_text.endswith("\n") and new_text.endswith("\n"):
+        old_text, new_text = old_text[:-1], new_text[:-1]
+    indent = old_text[: len(old_text) - len(old_text.lstrip(" \t"))]
+    if indent and new_text.startswith(indent):
+        old_text, new_text = old_text[len(indent) :], new_text[len(indent) :]
+    return FileEdit(edit.path, old_text, new_text)
+
+
 def edit_calls(edits: Sequence[FileEdit]) -> list[FunctionCall]:
     """The tool calls that make `edits` in /testbed."""
     calls = []

@@ -1,9 +1,16 @@
 """Expert trajectories for bootstrapping SFT: a scripted agent solves each task from its gold patch.
 
 The expert works through the real agent loop (`agent.rollout.collect_rollouts`) and the real
-tools: it views the file the patch touches, applies every hunk with `file_editor str_replace`
-(`agent.scripted_policy`), runs the test files of the task's failing tests, and calls finish;
-the patch is graded in a fresh container like any rollout. The replies are fed through a
+tools, with one of two scripts (`EXPERT_SCRIPTS`):
+
+- "view_edit_test": it views the file the patch touches, applies every hunk with
+  `file_editor str_replace` (`agent.scripted_policy`), runs the test files of the task's
+  failing tests, and calls finish;
+- "edit": one `str_replace` per hunk holding only the lines that change
+  (`scripted_policy.minimal_edit`), then finish: the shortest demonstration, for tasks whose
+  issue names the file and the lines (tasks/oneline).
+
+The patch is graded in a fresh container like any rollout. The replies are fed through a
 `ScriptedSampler`, so the trajectories have the same format as the policy's own (prompt,
 token-exact turns, loss mask on assistant tokens, observations as the environment wrote
 them) and can go straight to `verify.rejection_sampling.select_for_sft` and `rl.sft`.
@@ -22,10 +29,12 @@ import ml_collections
 
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
-from deepswe_jax.agent.rollout import collect_rollouts, initial_messages
+from deepswe_jax.agent.rollout import EpisodeSettings, collect_rollouts, initial_messages
 from deepswe_jax.agent.scripted_policy import (
     REPO_ROOT,
+    edit_calls,
     gold_patch_replies,
+    minimal_edit,
     parse_unified_diff,
     reply_ids,
 )
@@ -39,6 +48,7 @@ if TYPE_CHECKING:
 TEST_OUTPUT_LINES = 5  # the tail of the pytest run the expert shows itself
 VIEW_CONTEXT_LINES = 3  # lines shown around the first hunk
 FIRST_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? ", re.MULTILINE)
+EXPERT_SCRIPTS = ("view_edit_test", "edit")
 
 
 def _reply(thought: str, name: str, parameters: dict[str, str]) -> str:
@@ -69,18 +79,32 @@ def test_run_reply(task: Task) -> str:
     return _reply("Run the tests of the code I changed.", "execute_bash", {"cmd": command})
 
 
-def expert_replies(task: Task) -> list[str]:
-    """The expert's assistant replies: view around the first hunk, one edit per hunk
-    (`scripted_policy.gold_patch_replies`), run the tests, finish."""
+def expert_replies(task: Task, script: str = "view_edit_test") -> list[str]:
+    """The expert's assistant replies. "view_edit_test": view around the first hunk, one edit
+    per hunk (`scripted_policy.gold_patch_replies`), run the tests, finish. "edit": one minimal
+    edit per hunk, finish."""
+    if script not in EXPERT_SCRIPTS:
+        raise ValueError(f"unknown expert script {script!r}; use one of {EXPERT_SCRIPTS}")
     view, *edits, finish = gold_patch_replies(task)
+    if script == "edit":
+        minimal = [minimal_edit(edit) for edit in parse_unified_diff(task.patch)]
+        edits = [_reply("Apply the fix.", c.name, c.parameters) for c in edit_calls(minimal)]
+        return [*edits, finish]
     return [view_reply(task), *edits, test_run_reply(task), finish]
 
 
-def expert_sampler(tasks: Sequence[Task], tokenizer: ChatTokenizer) -> ScriptedSampler:
-    """A sampler that answers each task's episode with `expert_replies(task)`, token by token."""
+def expert_sampler(
+    tasks: Sequence[Task],
+    tokenizer: ChatTokenizer,
+    *,
+    script: str = "view_edit_test",
+    prompt: str = "r2e",
+) -> ScriptedSampler:
+    """A sampler that answers each task's episode (prompt style `prompt`) with
+    `expert_replies(task, script)`, token by token."""
     scripts = {
-        tuple(tokenizer.prompt_ids(initial_messages(task))): [
-            reply_ids(tokenizer, reply) for reply in expert_replies(task)
+        tuple(tokenizer.prompt_ids(initial_messages(task, prompt))): [
+            reply_ids(tokenizer, reply) for reply in expert_replies(task, script)
         ]
         for task in tasks
     }
@@ -99,12 +123,12 @@ def expert_sampler(tasks: Sequence[Task], tokenizer: ChatTokenizer) -> ScriptedS
 
 
 def expert_config(
-    config: ml_collections.ConfigDict, tasks: Sequence[Task]
+    config: ml_collections.ConfigDict, tasks: Sequence[Task], script: str = "view_edit_test"
 ) -> ml_collections.ConfigDict:
     """`config` with agent.max_steps raised to the longest expert script, so no expert episode
     stops for max_steps; the token and time budgets stay as configured."""
     config = ml_collections.ConfigDict(config.to_dict())
-    longest = max(len(expert_replies(task)) for task in tasks)
+    longest = max(len(expert_replies(task, script)) for task in tasks)
     config.agent.max_steps = max(int(config.agent.max_steps), longest)
     return config
 
@@ -115,25 +139,28 @@ async def collect_expert_trajectories(
     tokenizer: ChatTokenizer,
     config: ml_collections.ConfigDict,
     *,
+    script: str = "view_edit_test",
     output_path: str | os.PathLike | None = None,
     show_progress: bool = True,
 ) -> list[Trajectory]:
     """One expert episode per task through `env_pool` (the real `EnvPool`, or any object with
     its interface), graded like rollouts; written to `output_path` as jsonl when given.
 
-    `config` is the root config (agent.* token/time limits, sampler.*); see `expert_config`.
+    `config` is the root config (agent.* token/time limits and prompt style, sampler.*); see
+    `expert_config`. `script`: one of `EXPERT_SCRIPTS`.
     Episodes that hit a token budget or an environment error come back unresolved and are
     dropped later by `select_for_sft`.
     """
     if not tasks:
         raise ValueError("no tasks to collect expert trajectories for")
+    prompt = EpisodeSettings.from_config(config).prompt
     return await collect_rollouts(
         tasks,
         1,
         env_pool,
-        expert_sampler(tasks, tokenizer),
+        expert_sampler(tasks, tokenizer, script=script, prompt=prompt),
         tokenizer,
-        expert_config(config, tasks),
+        expert_config(config, tasks, script),
         policy_version=0,
         output_path=output_path,
         show_progress=show_progress,
@@ -144,6 +171,7 @@ def run_expert(
     config: ml_collections.ConfigDict,
     tasks: Sequence[Task],
     *,
+    script: str = "view_edit_test",
     output_path: str | os.PathLike | None = None,
     run_label: str = "expert",
 ) -> list[Trajectory]:
@@ -156,7 +184,7 @@ def run_expert(
     async def collect() -> list[Trajectory]:
         async with make_env_pool(config, run_label) as pool:
             return await collect_expert_trajectories(
-                tasks, pool, tokenizer, config, output_path=output_path
+                tasks, pool, tokenizer, config, script=script, output_path=output_path
             )
 
     return asyncio.run(collect())
