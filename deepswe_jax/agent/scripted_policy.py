@@ -18,6 +18,7 @@ from deepswe_jax.agent.parsing import FunctionCall, render_function_call
 from deepswe_jax.env.tasks import Task
 
 REPO_ROOT = "/testbed"
+WORDS = re.compile(r"\S+|\s+")  # a line as words and the whitespace between them
 HUNK_HEADER = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 
 
@@ -83,10 +84,11 @@ def parse_unified_diff(patch: str) -> list[FileEdit]:
 
 def minimal_edit(edit: FileEdit) -> FileEdit:
     """`edit` cut down to what a person types into `str_replace`: only the lines that change
-    (the unchanged lines around them dropped), without their last newline and without the first
-    line's indentation when old and new share it. `str_replace` replaces a substring, so this
-    makes the same change whenever the shorter old text is still unique in the file.
-    Creations, deletions and pure insertions (no old line left) stay as they are."""
+    (the unchanged lines around them dropped), without their last newline; within a single
+    changed line, only the words that change (`RO_STEP = 36` -> `RO_STEP = 12` becomes
+    `36` -> `12`). `str_replace` replaces a substring, so this makes the same change whenever
+    the shorter old text is still unique in the file. Creations, deletions and pure insertions
+    (no old line left) stay as they are."""
     if edit.old is None or edit.new is None:
         return edit
     old, new = edit.old.splitlines(keepends=True), edit.new.splitlines(keepends=True)
@@ -99,9 +101,14 @@ def minimal_edit(edit: FileEdit) -> FileEdit:
     old_text, new_text = "".join(old), "".join(new)
     if old_text.endswith("\n") and new_text.endswith("\n"):
         old_text, new_text = old_text[:-1], new_text[:-1]
-    indent = old_text[: len(old_text) - len(old_text.lstrip(" \t"))]
-    if indent and new_text.startswith(indent):
-        old_text, new_text = old_text[len(indent) :], new_text[len(indent) :]
+    if "\n" not in old_text and "\n" not in new_text:
+        old_words, new_words = WORDS.findall(old_text), WORDS.findall(new_text)
+        while old_words and new_words and old_words[0] == new_words[0]:
+            old_words, new_words = old_words[1:], new_words[1:]
+        while old_words and new_words and old_words[-1] == new_words[-1]:
+            old_words, new_words = old_words[:-1], new_words[:-1]
+        if old_words and new_words:
+            old_text, new_text = "".join(old_words), "".join(new_words)
     return FileEdit(edit.path, old_text, new_text)
 
 
