@@ -20,8 +20,7 @@ from deepswe_jax.sampling.scripted import ScriptedSampler
 
 TOKENIZER_DIR = Path(__file__).resolve().parents[1] / "assets" / "tokenizer"
 ISSUE = (
-    "ro_dial(2) returns 72 but should return 24. In /testbed/dials/ro.py, replace `36` with "
-    "`12`.\n"
+    "ro_dial(2) returns 72 but should return 24. In /testbed/dials/ro.py, replace `36` with `12`.\n"
 )
 
 
@@ -66,4 +65,6 @@ def test_an_episode_with_the_compact_prompt_parses_and_finishes_like_r2e(tokeniz
     assert trajectory.stop_reason is StopReason.finished and trajectory.reward == 1.0
     assert list(trajectory.prompt_ids) == tokenizer.prompt_ids(initial_messages(task, "compact"))
     assert parse_function_call(trajectory.steps[0]["assistant"]).call.name == "file_editor"
-    assert "Steps Remaining:" in tokenizer.decode(trajectory.token_ids[len(trajectory.prompt_ids) :])
+    assert "Steps Remaining:" in tokenizer.decode(
+        trajectory.token_ids[len(trajectory.prompt_ids) :]
+    )
