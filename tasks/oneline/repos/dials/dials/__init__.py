@@ -1,0 +1,1 @@
+"""dials: one small module per name."""

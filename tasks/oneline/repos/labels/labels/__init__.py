@@ -1,0 +1,1 @@
+"""labels: one small module per name."""

@@ -1,0 +1,8 @@
+"""The futi label."""
+
+FUTI_LABEL = "futti"
+
+
+def futi_label():
+    """The label printed on the futi."""
+    return FUTI_LABEL

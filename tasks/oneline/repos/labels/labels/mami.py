@@ -1,0 +1,8 @@
+"""The mami label."""
+
+MAMI_LABEL = "mammi"
+
+
+def mami_label():
+    """The label printed on the mami."""
+    return MAMI_LABEL

@@ -1,0 +1,1 @@
+"""switches: one small module per name."""

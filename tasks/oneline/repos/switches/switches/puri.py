@@ -1,0 +1,8 @@
+"""The puri switch."""
+
+PURI_ENABLED = False
+
+
+def puri_enabled():
+    """Whether the puri is switched on."""
+    return PURI_ENABLED

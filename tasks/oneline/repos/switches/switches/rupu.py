@@ -1,0 +1,8 @@
+"""The rupu switch."""
+
+RUPU_ENABLED = False
+
+
+def rupu_enabled():
+    """Whether the rupu is switched on."""
+    return RUPU_ENABLED

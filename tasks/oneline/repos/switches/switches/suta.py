@@ -1,0 +1,8 @@
+"""The suta switch."""
+
+SUTA_ENABLED = False
+
+
+def suta_enabled():
+    """Whether the suta is switched on."""
+    return SUTA_ENABLED

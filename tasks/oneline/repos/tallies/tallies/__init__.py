@@ -1,0 +1,1 @@
+"""tallies: one small module per name."""

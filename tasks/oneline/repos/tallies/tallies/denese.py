@@ -1,0 +1,5 @@
+"""Tallies of the denese."""
+
+def denese_tally(values):
+    """The denese tally of `values`."""
+    return sum(values)

@@ -1,0 +1,5 @@
+"""Tallies of the filebo."""
+
+def filebo_tally(values):
+    """The filebo tally of `values`."""
+    return max(values)

@@ -1,0 +1,5 @@
+"""Tallies of the gabe."""
+
+def gabe_tally(values):
+    """The gabe tally of `values`."""
+    return len(values)

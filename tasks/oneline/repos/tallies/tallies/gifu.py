@@ -1,0 +1,5 @@
+"""Tallies of the gifu."""
+
+def gifu_tally(values):
+    """The gifu tally of `values`."""
+    return len(values)

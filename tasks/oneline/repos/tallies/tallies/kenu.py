@@ -1,0 +1,5 @@
+"""Tallies of the kenu."""
+
+def kenu_tally(values):
+    """The kenu tally of `values`."""
+    return len(values)

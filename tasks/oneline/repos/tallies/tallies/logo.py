@@ -1,0 +1,5 @@
+"""Tallies of the logo."""
+
+def logo_tally(values):
+    """The logo tally of `values`."""
+    return max(values)

@@ -1,0 +1,5 @@
+"""Tallies of the nalonu."""
+
+def nalonu_tally(values):
+    """The nalonu tally of `values`."""
+    return sum(values)

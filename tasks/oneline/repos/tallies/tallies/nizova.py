@@ -1,0 +1,5 @@
+"""Tallies of the nizova."""
+
+def nizova_tally(values):
+    """The nizova tally of `values`."""
+    return sum(values)

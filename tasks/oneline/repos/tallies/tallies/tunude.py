@@ -1,0 +1,5 @@
+"""Tallies of the tunude."""
+
+def tunude_tally(values):
+    """The tunude tally of `values`."""
+    return len(values)

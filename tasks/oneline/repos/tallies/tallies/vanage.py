@@ -1,0 +1,5 @@
+"""Tallies of the vanage."""
+
+def vanage_tally(values):
+    """The vanage tally of `values`."""
+    return min(values)

@@ -1,0 +1,5 @@
+"""Tallies of the vigitu."""
+
+def vigitu_tally(values):
+    """The vigitu tally of `values`."""
+    return min(values)
