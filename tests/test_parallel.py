@@ -19,8 +19,10 @@ from deepswe_jax.parallel import (
     init_distributed,
     logical_to_spec,
     make_mesh,
+    mesh_shape_for,
     shard_model,
     state_shardings,
+    variable_logical_axes,
 )
 
 TINY = Qwen3Config(
@@ -43,18 +45,59 @@ def test_make_mesh_fills_the_remaining_axis():
         make_mesh(data=1, fsdp=2, tensor=3)
 
 
-def test_logical_to_spec_drops_non_dividing_and_repeated_axes():
+def test_logical_to_spec_refuses_non_dividing_and_colliding_axes():
     mesh_shape = {"data": 2, "fsdp": 4, "tensor": 2}
     assert logical_to_spec(("embed", "heads", "head_dim")) == P("fsdp", "tensor")
-    # 3 kv heads cannot be split over tensor=2: replicated instead of an error.
-    spec = logical_to_spec(("embed", "kv_heads"), shape=(32, 3), mesh_shape=mesh_shape)
+    # 3 kv heads cannot be split over tensor=2: an error naming the fix, not a silent copy...
+    with pytest.raises(ValueError, match=r"'tensor' \(size 2\) does not divide dimension 1 "):
+        logical_to_spec(("embed", "kv_heads"), shape=(32, 3), mesh_shape=mesh_shape)
+    # ...unless the rules say to replicate them.
+    replicate_kv = (*DEFAULT_RULES, ("kv_heads", None))
+    spec = logical_to_spec(
+        ("embed", "kv_heads"), replicate_kv, shape=(32, 3), mesh_shape=mesh_shape
+    )
     assert spec == P("fsdp")
-    # batch -> (data, fsdp); a batch of 2 only takes the data axis.
-    assert logical_to_spec(("batch",), shape=(2,), mesh_shape=mesh_shape) == P("data")
-    # fsdp is already used by batch, so embed stays unsharded on the same array.
-    assert logical_to_spec(("batch", "embed"), DEFAULT_RULES) == P(("data", "fsdp"))
+    # A batch of 2 on the (data, fsdp) = 8-way batch axis: refused for an array that is placed,
+    # left to XLA for an activation (constrain).
+    with pytest.raises(ValueError, match="'fsdp' \\(size 4\\) does not divide"):
+        logical_to_spec(("batch",), shape=(2,), mesh_shape=mesh_shape)
+    spec = logical_to_spec(("batch",), shape=(2,), mesh_shape=mesh_shape, drop_non_dividing=True)
+    assert spec == P("data")
+    # fsdp shards both batch and embed: two dimensions of one array cannot share a mesh axis.
+    with pytest.raises(ValueError, match="Colliding mesh axes: .* 'batch' and 'embed' to .*'fsdp'"):
+        logical_to_spec(("batch", "embed"), DEFAULT_RULES)
+    # Axes the mesh lacks are skipped (a mesh of fsdp and tensor only).
+    assert logical_to_spec(("batch",), shape=(8,), mesh_shape={"fsdp": 4}) == P("fsdp")
     with pytest.raises(KeyError, match="logical axis 'experts' has no sharding rule"):
         logical_to_spec(("experts",))
+
+
+def test_every_shipped_config_lays_out_its_parameters():
+    """tiny, sft_tiny, verifier_tiny on the 8 test devices and Qwen3-32B on its 64-device mesh:
+    every parameter and optimizer-state array resolves without a dropped axis."""
+    from configs import deepswe_qwen3_32b, sft_tiny, tiny, verifier_tiny
+
+    for module, devices in ((tiny, 8), (sft_tiny, 8), (verifier_tiny, 8), (deepswe_qwen3_32b, 64)):
+        config = module.get_config()
+        mesh_shape = dict(
+            zip(
+                ("data", "fsdp", "tensor"),
+                mesh_shape_for(
+                    config.mesh.data, config.mesh.fsdp, config.mesh.tensor, num_devices=devices
+                ),
+                strict=True,
+            )
+        )
+        model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
+        abstract = nnx.eval_shape(lambda c=model_config: Qwen3ForCausalLM(c, rngs=nnx.Rngs(0)))
+        for _, variable in nnx.to_flat_state(nnx.state(abstract, nnx.Param)):
+            shape = variable.get_value().shape
+            logical_to_spec(
+                variable_logical_axes(variable),
+                config.sharding_rules,
+                shape=shape,
+                mesh_shape=mesh_shape,
+            )
 
 
 def test_constrain_applies_only_under_a_mesh():

@@ -32,7 +32,7 @@ def small_config():
     config.model.update(num_attention_heads=4, num_key_value_heads=2, head_dim=16)
     config.rl.update(lr=3e-2)
     config.agent.update(max_prompt_tokens=32, max_context=32)
-    config.sampler.update(max_batch=2)
+    config.sampler.update(max_batch=4)  # divides the trainer's fsdp=4 batch axis
     return config
 
 
@@ -85,7 +85,7 @@ def test_follower_serves_the_trainers_policy_on_another_mesh(tmp_path: Path):
     # what the trainer's own model samples, on the trainer's mesh
     reference = JaxSampler(
         nnx.merge(trainer.graphdef, state.params),
-        max_batch=2,
+        max_batch=4,
         max_cache_len=64,
         mesh=trainer.mesh,
         rules=rules,
