@@ -85,11 +85,6 @@ def main(argv: list[str]) -> None:
     absl_logging.set_verbosity(absl_logging.WARNING)
     logging.getLogger("deepswe_jax").setLevel(logging.INFO)
     config = _CONFIG.value
-    if "sft" not in config:
-        raise app.UsageError(
-            "the config has no sft section (optimizer, steps, batch); start from "
-            "configs/sft_tiny.py"
-        )
     init_distributed()
     if _EXPERT_TASKS.value and jax.process_count() > 1:
         raise app.UsageError(
