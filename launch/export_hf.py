@@ -25,6 +25,8 @@ from deepswe_jax.checkpoint import (  # noqa: E402
     restore_params,
     restore_target,
 )
+from deepswe_jax.experiment import device_mesh, sharding_rules  # noqa: E402
+from deepswe_jax.experiment.command_line import parse_flags  # noqa: E402
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, save_hf_checkpoint  # noqa: E402
 from deepswe_jax.parallel import DEFAULT_RULES, make_mesh, state_shardings  # noqa: E402
 
@@ -49,8 +51,7 @@ def main(argv: list[str]) -> None:
     if config is None:
         mesh, rules = make_mesh(), DEFAULT_RULES
     else:
-        mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
-        rules = tuple(tuple(rule) for rule in config.sharding_rules)
+        mesh, rules = device_mesh(config), sharding_rules(config)
     directory = params_directory(_CKPT.value)
     saved_config = read_model_config(directory)
     model_config = Qwen3Config.from_hf_dict(saved_config, source=directory)
@@ -65,4 +66,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["ckpt", "out"])
-    app.run(main)
+    app.run(main, flags_parser=parse_flags)

@@ -35,10 +35,10 @@ from deepswe_jax.agent.trajectory import (  # noqa: E402
     write_trajectories,
 )
 from deepswe_jax.env.tasks import load_tasks  # noqa: E402
+from deepswe_jax.experiment import run_expert, train_sft  # noqa: E402
+from deepswe_jax.experiment.command_line import parse_flags  # noqa: E402
 from deepswe_jax.parallel import init_distributed  # noqa: E402
 from deepswe_jax.parallel.distributed import is_primary_process  # noqa: E402
-from deepswe_jax.rl.sft import train_sft  # noqa: E402
-from deepswe_jax.verify.expert import run_expert  # noqa: E402
 from deepswe_jax.verify.rejection_sampling import select_for_sft  # noqa: E402
 
 logger = logging.getLogger("deepswe_jax.launch.train_sft")
@@ -130,4 +130,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["config", "workdir"])
-    app.run(main)
+    app.run(main, flags_parser=parse_flags)

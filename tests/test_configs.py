@@ -24,7 +24,7 @@ import configs
 from configs import common, deepswe_qwen3_32b, tiny
 from deepswe_jax.env.hosts import default_endpoint
 from deepswe_jax.env.k8s_runtime import K8sPodFactory
-from deepswe_jax.experiment import make_env_pool
+from deepswe_jax.experiment import command_line, make_env_pool
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import DEFAULT_RULES
 
@@ -247,6 +247,53 @@ def test_command_line_overrides():
     assert loaded["env"]["kubernetes"]["image_prefix"] == "registry.example.com/"
     assert loaded["env"]["kubernetes"]["node_selector"] == ["cloud.google.com/gke-nodepool=envs"]
     assert loaded["model"]["hidden_size"] == tiny.get_config().model.hidden_size
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "--config.rl.lrr=1",
+            "--config.rl.lrr: section rl has no field 'lrr' (did you mean rl.lr?); "
+            "configs/common.py declares every field",
+        ),
+        ("--config.rl.lr=abc", "flag --config.rl.lr=abc: could not convert string to float"),
+    ],
+)
+def test_a_bad_override_is_refused_with_the_fields_name_before_any_work(
+    tmp_path, override, message
+):
+    workdir = tmp_path / "run"
+    command = [
+        sys.executable,
+        "launch/train.py",
+        "--config=configs/tiny.py",
+        f"--workdir={workdir}",
+        override,
+    ]
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    assert message in result.stderr and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert not workdir.exists()
+
+
+def test_override_fields_are_checked_against_the_schema():
+    config = tiny.get_config()
+    argv = ["--config", "configs/tiny.py", "--config.rl.lr", "1", "--noconfig.rl.overlap"]
+    assert command_line._flag_arguments(argv, "config") == (
+        "configs/tiny.py",
+        ["rl.lr", "rl.overlap"],
+    )
+    assert command_line.unknown_field(config, "env.kubernetes.namespace") is None
+    assert "did you mean env.kubernetes.namespace?" in command_line.unknown_field(
+        config, "env.kubernetes.namespce"
+    )
+    assert "section sampler.kind has no field 'x'" in command_line.unknown_field(
+        config, "sampler.kind.x"
+    )
+    assert "the config has no field 'learning_rate'" in command_line.unknown_field(
+        config, "learning_rate"
+    )
 
 
 def test_tiny_vocabulary_covers_the_test_tokenizer():

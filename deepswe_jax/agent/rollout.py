@@ -33,7 +33,6 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import ml_collections
 import tqdm
 
 from deepswe_jax.agent.chat import ChatTokenizer, ConversationTokens, Message
@@ -54,40 +53,28 @@ SUBMIT_NOTICE_FRACTION = 7 / 8
 
 @dataclass(frozen=True)
 class EpisodeSettings:
-    """Limits and sampling parameters of one episode (from config.agent and config.sampler).
+    """Limits and sampling parameters of one episode (config.agent and config.sampler).
 
-    `submit_notice_tokens`: once this many tokens follow the prompt, each
-    observation asks the agent to submit now.
+    `submit_notice_tokens`: once this many tokens follow the prompt, each observation asks the
+    agent to submit now; None = 7/8 of `max_context` (rLLM: 28K of a 32K budget).
     """
 
     max_steps: int
     max_prompt_tokens: int
     max_context: int
-    submit_notice_tokens: int
     trajectory_timeout: float
     reward_timeout: float
+    submit_notice_tokens: int | None = None
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
 
-    @classmethod
-    def from_config(cls, config: ml_collections.ConfigDict) -> EpisodeSettings:
-        """Reads `config.agent` and `config.sampler`; `config.agent.submit_notice_tokens` is
-        optional (default: 7/8 of `max_context`)."""
-        agent = config.agent
-        return cls(
-            max_steps=int(agent.max_steps),
-            max_prompt_tokens=int(agent.max_prompt_tokens),
-            max_context=int(agent.max_context),
-            submit_notice_tokens=int(
-                agent.get("submit_notice_tokens", agent.max_context * SUBMIT_NOTICE_FRACTION)
-            ),
-            trajectory_timeout=float(agent.trajectory_timeout),
-            reward_timeout=float(agent.reward_timeout),
-            temperature=float(config.sampler.temperature),
-            top_p=float(config.sampler.top_p),
-            top_k=int(config.sampler.top_k),
-        )
+    @property
+    def submit_notice_after(self) -> int:
+        """Response tokens after which observations tell the agent to submit."""
+        if self.submit_notice_tokens is None:
+            return int(self.max_context * SUBMIT_NOTICE_FRACTION)
+        return self.submit_notice_tokens
 
 
 def initial_messages(task: Task) -> list[Message]:
@@ -117,17 +104,15 @@ async def run_episode(
     env_pool: EnvPool,
     sampler: Sampler,
     tokenizer: ChatTokenizer,
-    cfg: ml_collections.ConfigDict,
+    settings: EpisodeSettings,
     rollout_index: int,
     policy_version: int,
 ) -> Trajectory:
     """Runs one episode of `task` (see the module docstring) and returns its trajectory.
 
-    `cfg` is the root config (agent.* and sampler.* are read). Container and
-    grader failures end the episode as env_error / infra_error instead of
+    Container and grader failures end the episode as env_error / infra_error instead of
     raising; sampler errors and cancellation propagate (the Env is released).
     """
-    settings = EpisodeSettings.from_config(cfg)
     started = time.perf_counter()
     state = _EpisodeState(ConversationTokens(tokenizer.prompt_ids(initial_messages(task))))
     patch = ""
@@ -276,7 +261,7 @@ async def _interact(
         text = render_observation(
             observation,
             steps_remaining=steps_remaining,
-            submit_now=tokens.num_response_tokens >= settings.submit_notice_tokens,
+            submit_now=tokens.num_response_tokens >= settings.submit_notice_after,
         )
         observation_ids = tokenizer.observation_ids(text, assistant_turn_closed=closed)
         if tokens.num_response_tokens + len(observation_ids) >= settings.max_context:
@@ -308,7 +293,7 @@ async def _episode_with_retries(
     env_pool: EnvPool,
     sampler: Sampler,
     tokenizer: ChatTokenizer,
-    cfg: ml_collections.ConfigDict,
+    settings: EpisodeSettings,
     rollout_index: int,
     policy_version: int,
 ) -> Trajectory:
@@ -317,7 +302,9 @@ async def _episode_with_retries(
     (in-memory test pools) run it once."""
 
     def episode() -> Awaitable[Trajectory]:
-        return run_episode(task, env_pool, sampler, tokenizer, cfg, rollout_index, policy_version)
+        return run_episode(
+            task, env_pool, sampler, tokenizer, settings, rollout_index, policy_version
+        )
 
     run_with_retries = getattr(env_pool, "run_with_retries", None)
     if run_with_retries is None:
@@ -335,13 +322,13 @@ async def run_group(
     env_pool: EnvPool,
     sampler: Sampler,
     tokenizer: ChatTokenizer,
-    cfg: ml_collections.ConfigDict,
+    settings: EpisodeSettings,
     policy_version: int,
 ) -> list[Trajectory]:
     """`n` concurrent episodes of `task` (rollout_index 0..n-1)."""
     return await _gather_or_cancel(
         [
-            _episode_with_retries(task, env_pool, sampler, tokenizer, cfg, i, policy_version)
+            _episode_with_retries(task, env_pool, sampler, tokenizer, settings, i, policy_version)
             for i in range(n)
         ],
         progress=None,
@@ -354,7 +341,7 @@ async def collect_rollouts(
     env_pool: EnvPool,
     sampler: Sampler,
     tokenizer: ChatTokenizer,
-    cfg: ml_collections.ConfigDict,
+    settings: EpisodeSettings,
     policy_version: int,
     *,
     output_path: str | os.PathLike | None = None,
@@ -370,7 +357,9 @@ async def collect_rollouts(
     ) as progress:
         trajectories = await _gather_or_cancel(
             [
-                _episode_with_retries(task, env_pool, sampler, tokenizer, cfg, i, policy_version)
+                _episode_with_retries(
+                    task, env_pool, sampler, tokenizer, settings, i, policy_version
+                )
                 for task in tasks
                 for i in range(n)
             ],
