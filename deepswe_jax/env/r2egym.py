@@ -6,7 +6,8 @@ into a command line and `DockerRuntime.run` executes it. This module does the sa
 of our pool, with our own scripts (`env/tools/r2egym/`):
 
     file_editor(command=view, path=/testbed/a.py)
-    -> /bin/sh -c "timeout 90 file_editor view --path /testbed/a.py "   (in /testbed, PATH=R2EGYM_PATH)
+    -> /bin/sh -c "timeout 90 file_editor view --path /testbed/a.py "
+       (in /testbed, with PATH=R2EGYM_PATH)
 
 Values are shell-quoted and passed as `--key value` (a value starting with `-` is read as an
 option, as in the original); `command` comes first without a flag. The answer is R2E-Gym's

@@ -82,7 +82,7 @@ class Outcome:
 
 
 def emit(text):
-    """Print `text`; characters stdout cannot encode (e.g. from undecodable arguments) become '?'."""
+    """Print `text`; characters stdout cannot encode (from undecodable arguments) become '?'."""
     try:
         print(text)
     except UnicodeEncodeError:
@@ -217,7 +217,8 @@ class Editor:
         if command == "undo_edit":
             return self.undo_edit(path)
         raise EditorError(
-            f"Unrecognized command '{command}'. Allowed commands: view, create, str_replace, insert, undo_edit."
+            f"Unrecognized command '{command}'. "
+            "Allowed commands: view, create, str_replace, insert, undo_edit."
         )
 
     @staticmethod
@@ -269,7 +270,8 @@ class Editor:
             if end != -1 and not start <= end <= total:
                 return Outcome(
                     "",
-                    f"Invalid view_range {view_range}: end must be >= start and <= {total}, or -1 to view until end.",
+                    f"Invalid view_range {view_range}: end must be >= start and <= {total}, "
+                    "or -1 to view until end.",
                 )
             entries = [
                 (i, line) for i, line in entries if start <= i + 1 and (end == -1 or i + 1 <= end)
@@ -305,7 +307,8 @@ class Editor:
             raise EditorError(f"No occurrences of '{old_str}' found in {path} for replacement.")
         if occurrences > 1:
             raise EditorError(
-                f"Multiple occurrences of '{old_str}' found in {path}. Please ensure it is unique before using str_replace."
+                f"Multiple occurrences of '{old_str}' found in {path}. "
+                "Please ensure it is unique before using str_replace."
             )
         new_str = new_str or ""
         updated = text.replace(old_str, new_str)
@@ -320,7 +323,8 @@ class Editor:
         snippet = "\n".join(updated.split("\n")[first : last + 1])
         return Outcome(
             f"The file {path} has been edited. {cat_n(snippet, f'a snippet of {path}', first + 1)}"
-            "Review the changes and make sure they are as expected. Edit the file again if necessary."
+            "Review the changes and make sure they are as expected. "
+            "Edit the file again if necessary."
         )
 
     def insert(self, path, insert_line, new_str):
@@ -343,9 +347,10 @@ class Editor:
         snippet = "\n".join(before + inserted + after)
         first = max(1, insert_line - SNIPPET_LINES + 1)
         return Outcome(
-            f"The file {path} has been edited. {cat_n(snippet, 'a snippet of the edited file', first)}"
-            "Review the changes and make sure they are as expected (correct indentation, no duplicate lines, "
-            "etc). Edit the file again if necessary."
+            f"The file {path} has been edited. "
+            f"{cat_n(snippet, 'a snippet of the edited file', first)}"
+            "Review the changes and make sure they are as expected (correct indentation, "
+            "no duplicate lines, etc). Edit the file again if necessary."
         )
 
     def undo_edit(self, path):
