@@ -19,27 +19,36 @@ import sys
 
 REFUSED_PROGRAMS = ("git", "ipython", "jupyter", "nohup")
 
+# Tracebacks show the lines of code they pass through, and the model saw the original's: an
+# empty command (no first word: IndexError) and output that is not valid text
+# (UnicodeDecodeError) fail on lines that read as the original's do.
+
+
+def run_command(cmd):
+    return subprocess.run(cmd, shell=True, capture_output=True, text=True)
+
 
 def main():
     parser = argparse.ArgumentParser(description="Run a shell command in the repository.")
     parser.add_argument("--cmd", required=True, help="The command line, e.g. 'python run.py'.")
     args = parser.parse_args()
 
-    # An empty command has no first word: IndexError, as in the original.
-    program = args.cmd.strip().split()[0]
-    if program in REFUSED_PROGRAMS:
-        print(f"Bash command '{program}' is not allowed. Please use a different command or tool.")
+    first_token = args.cmd.strip().split()[0]
+    if first_token in REFUSED_PROGRAMS:
+        print(
+            f"Bash command '{first_token}' is not allowed. Please use a different command or tool."
+        )
         sys.exit(1)
 
-    finished = subprocess.run(args.cmd, shell=True, capture_output=True, text=True)
-    if finished.returncode != 0:
+    result = run_command(args.cmd)
+    if result.returncode != 0:
         print("Error executing command:\n")
     print("[STDOUT]\n")
-    print(finished.stdout.strip(), "\n")
+    print(result.stdout.strip(), "\n")
     print("[STDERR]\n")
-    print(finished.stderr.strip())
-    if finished.returncode != 0:
-        sys.exit(finished.returncode)
+    print(result.stderr.strip())
+    if result.returncode != 0:
+        sys.exit(result.returncode)
 
 
 if __name__ == "__main__":

@@ -331,19 +331,24 @@ class Editor:
         if new_str is None:
             raise EditorError("Missing required parameter 'new_str' for 'insert'.")
         text = self.read(path)
-        lines = text.split("\n")
-        # A missing --insert_line (None) fails this comparison: an unhandled TypeError.
-        if insert_line < 0 or insert_line > len(lines):
-            raise EditorError(f"Invalid insert_line {insert_line}. Must be in [0, {len(lines)}].")
+        file_text_lines = text.split("\n")
+        # A missing --insert_line (None) fails this comparison: an unhandled TypeError whose
+        # traceback shows this line, worded as the original's.
+        if insert_line < 0 or insert_line > len(file_text_lines):
+            raise EditorError(
+                f"Invalid insert_line {insert_line}. Must be in [0, {len(file_text_lines)}]."
+            )
         inserted = new_str.split("\n")
-        updated = "\n".join(lines[:insert_line] + inserted + lines[insert_line:])
+        updated = "\n".join(
+            file_text_lines[:insert_line] + inserted + file_text_lines[insert_line:]
+        )
         refusal = self.lint(updated, path)
         if refusal:
             return refusal
         self.history[str(path)].append(text)
         self.write(path, updated)
-        before = lines[max(0, insert_line - SNIPPET_LINES) : insert_line]
-        after = lines[insert_line : insert_line + SNIPPET_LINES]
+        before = file_text_lines[max(0, insert_line - SNIPPET_LINES) : insert_line]
+        after = file_text_lines[insert_line : insert_line + SNIPPET_LINES]
         snippet = "\n".join(before + inserted + after)
         first = max(1, insert_line - SNIPPET_LINES + 1)
         return Outcome(
