@@ -183,6 +183,17 @@ class Env:
             await self._fail(str(e))
             raise
 
+    async def write_file(self, path: str, data: bytes | str) -> None:
+        """Write `data` to absolute `path` in the container (parent folders are created);
+        container failures raise as in `run`."""
+        if self.failure is not None:
+            raise EnvironmentUnavailableError(self.failure)
+        try:
+            await self._run_in_thread(lambda: self.runtime.write_file(path, data))
+        except EnvironmentUnavailableError as e:
+            await self._fail(str(e))
+            raise
+
     async def patch(self) -> str:
         """The agent's changes to /testbed since the task's base commit ("" if the agent
         destroyed the repository). Raises EnvironmentUnavailableError if the container died."""

@@ -21,7 +21,6 @@ The rendering of that pair for the model lives with the agent (`agent.r2egym`).
 
 from __future__ import annotations
 
-import base64
 import re
 import shlex
 from collections.abc import Mapping
@@ -74,19 +73,6 @@ class ToolAnswer:
         return None
 
 
-def install_script() -> str:
-    """A bash script installing the R2E-Gym tools as /usr/local/bin/<name> (mode 755) in place
-    of ours; `submit`, which R2E-Gym does not install, is removed."""
-    lines = ["set -e"]
-    for name in TOOL_NAMES:
-        data = base64.b64encode((SCRIPTS_DIR / f"{name}.py").read_bytes()).decode("ascii")
-        target = f"{INSTALL_DIR}/{name}"
-        lines.append(f"printf %s '{data}' | base64 -d > {target}.new")
-        lines.append(f"chmod 755 {target}.new && mv -f {target}.new {target}")
-    lines.append(f"rm -f {INSTALL_DIR}/submit")
-    return "\n".join(lines) + "\n"
-
-
 def command_line(name: str, params: Mapping[str, str]) -> str:
     """The shell command line of a call (R2E-Gym's Action.to_bashcmd)."""
     if name in ("finish", "submit"):
@@ -121,18 +107,22 @@ def answer(result: ExecResult, timeout: float) -> ToolAnswer:
 
 
 async def install_tools(env: Env) -> None:
-    """Install the R2E-Gym tools in `env`'s container (RepoEnv.add_commands).
+    """Install the R2E-Gym tools in `env`'s container as /usr/local/bin/<name> (mode 755) in
+    place of ours (RepoEnv.add_commands); `submit`, which R2E-Gym does not install, is removed.
 
     Raises:
-      ToolInstallError: the install script failed.
+      ToolInstallError: making them executable failed.
       EnvironmentUnavailableError: the container stopped answering.
     """
-    result = await env.run(install_script(), timeout=INSTALL_TIMEOUT_S)
+    targets = [f"{INSTALL_DIR}/{name}" for name in TOOL_NAMES]
+    for name, target in zip(TOOL_NAMES, targets, strict=True):
+        await env.write_file(target, (SCRIPTS_DIR / f"{name}.py").read_bytes())
+    command = f"chmod 755 {' '.join(targets)} && rm -f {INSTALL_DIR}/submit"
+    result = await env.run(command, timeout=INSTALL_TIMEOUT_S)
     if result.exit_code != 0:
         raise ToolInstallError(
             f"installing the R2E-Gym tools in {env.task.image} failed (exit code "
-            f"{result.exit_code}): {result.output[-2000:]}; the image needs bash, base64 and a "
-            "writable /usr/local/bin"
+            f"{result.exit_code}): {result.output[-2000:]}"
         )
 
 
