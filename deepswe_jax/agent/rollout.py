@@ -8,10 +8,10 @@ One episode (`run_episode`):
         generate one turn, max_new_tokens = what is left of the cumulative token budget
         parse the first <function=...> call; run it in the Env (or show the parse error)
         append the observation + "Steps Remaining: N" (+ "submit now" near the budget)
+    patch = git diff in the Env; grade it in a fresh container (`EnvPool.grade`)
 
 Prompts, parsing, running calls and the notes after each observation belong to the agent
 interface (`EpisodeSettings.interface`: ours, or R2E-Gym's byte for byte; `agent.interface`).
-    patch = git diff in the Env; grade it in a fresh container (`EnvPool.grade`)
 
 Stops: finished (the agent called finish), max_steps, max_context (the token
 budget: agent.max_context tokens after the prompt, assistant and observation
