@@ -14,8 +14,8 @@ uses) or at rLLM's rllm/agents/system_prompts.py (what training used). Then, on 
       --select=hybrid --verifier=/ckpt/verifier --output_dir=/tmp/deepswe_preview_eval
 
 summary.json then holds what the card reports: Pass@1 (mean of the 16 runs, with its standard
-error), pass@16 and the hybrid Best@16 (verifier + execution checks). Published: 42.2%, 71.0%,
-59.0% on SWE-Bench-Verified.
+error), pass@16 and the hybrid Best@16 (verifier + execution checks). Published on
+SWE-Bench-Verified: 42.2%, 71.0% and 59% (hybrid test-time scaling with their verifiers).
 
 Settings, from the card's evaluation (R2E-Gym `edit.py runagent_multiple` against
 `vllm serve --tensor-parallel-size 8 --max-model-len 65536`) and rLLM's run_deepswe.py:
