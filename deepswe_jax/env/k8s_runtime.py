@@ -1,12 +1,17 @@
-"""One task environment as a Kubernetes pod, with DockerRuntime's interface.
+"""One task environment as a Kubernetes pod (a `runtime.Runtime`, like DockerRuntime).
 
     api = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config())
     with K8sRuntime("registry.example/deepswe/datewise:base", run_label="eval-1", api=api) as rt:
         rt.call_tool("file_editor", {"command": "view", "path": "/testbed"}, timeout=90)
         patch = rt.diff(base_commit)
 
-    async with EnvPool(max_envs=512, runtime_factory=K8sPodFactory(), build_images=False) as pool:
+    factory = K8sPodFactory(settings=K8sPodSettings(image_prefix="registry.example/"))
+    async with EnvPool(max_envs=512, runtime_factory=factory, build_images=False) as pool:
         ...
+
+`K8sPodSettings` holds every setting of an env pod (namespace, registry prefix, limits,
+node selector, deadlines), declared once; `K8sRuntime`, `pod_manifest` and `K8sPodFactory`
+take it.
 
 The pod (`pod_manifest`): one container from the task image whose PID 1 is a tiny
 Python reaper (`POD_INIT`: immune to the agent's `kill -9 -1` or `pkill python`, and it
@@ -58,24 +63,17 @@ from kubernetes import stream as k8s_stream
 from kubernetes import watch as k8s_watch
 from websocket import WebSocketException
 
-from deepswe_jax.env.docker_runtime import (
-    DEFAULT_MAX_OUTPUT,
-    LIVE_RUNTIMES,
-    OWNER_LABEL,
-    PATCH_FILE,
-    RUN_LABEL,
+from deepswe_jax.env.ownership import OWNER_LABEL, RUN_LABEL, owner_is_alive, owner_label
+from deepswe_jax.env.runtime import (
     SERVER_GRACE_S,
     TESTBED,
+    Command,
     EnvironmentUnavailableError,
     ExecResult,
-    GitDiffError,
+    ExecRuntime,
     MissingImageError,
-    git_diff_script,
-    install_exit_cleanup,
-    owner_is_alive,
-    owner_label,
 )
-from deepswe_jax.env.tools import INSTALL_DIR, install_archive, tool_argv
+from deepswe_jax.env.tools import INSTALL_DIR, install_archive
 from deepswe_jax.env.tools.tool_server import BoundedOutput
 
 logger = logging.getLogger(__name__)
@@ -182,6 +180,45 @@ def check_label_value(value: str, what: str) -> str:
     return value
 
 
+@dataclass(frozen=True)
+class K8sPodSettings:
+    """Every setting of an env pod, checked when made (from config.env.kubernetes and
+    config.env's mem_limit and cpus; launch/k8s/README.md's table).
+
+    namespace: where the pods live; the NetworkPolicy of launch/k8s must be applied there.
+    image_prefix: put before each task image, e.g. "registry.example.com/" turns
+      deepswe/datewise:base into registry.example.com/deepswe/datewise:base (where the images
+      were pushed; `launch/k8s_manifests.py --image_prefix` pre-pulls the same names).
+    mem_limit, cpus, ephemeral_storage: requests and limits of the pod (equal: Guaranteed
+      QoS); mem_limit Docker style ("1g") or a Kubernetes quantity ("1Gi").
+    image_pull_policy: the container's imagePullPolicy.
+    node_selector: node labels the pods must run on (None: any node).
+    start_timeout_s: how long a start waits for the pod to run (scheduling, image pull).
+    active_deadline_s: activeDeadlineSeconds, the last bound on a leaked pod.
+    """
+
+    namespace: str = DEFAULT_NAMESPACE
+    image_prefix: str = ""
+    mem_limit: str | int = "1g"
+    cpus: float = 1.0
+    ephemeral_storage: str = "10Gi"
+    image_pull_policy: str = "IfNotPresent"
+    node_selector: Mapping[str, str] | None = None
+    start_timeout_s: float = START_TIMEOUT_S
+    active_deadline_s: int = ACTIVE_DEADLINE_S
+
+    def __post_init__(self):
+        self.resources()  # bad limits fail here, not when a pod starts
+
+    def resources(self) -> dict[str, str]:
+        """The pod's requests (= limits) as Kubernetes quantities."""
+        return {
+            "cpu": cpu_quantity(self.cpus),
+            "memory": memory_quantity(self.mem_limit),
+            "ephemeral-storage": self.ephemeral_storage,
+        }
+
+
 def owner_pod_reference(namespace: str) -> k8s.V1OwnerReference | None:
     """This process's pod as an owner reference, when it runs in a pod of `namespace` that
     names itself in OWNER_POD_ENV (a cross-namespace owner would get env pods deleted)."""
@@ -197,27 +234,18 @@ def pod_manifest(
     *,
     run_label: str,
     owner: str,
-    namespace: str = DEFAULT_NAMESPACE,
-    mem_limit: str | int = "1g",
-    cpus: float = 1.0,
-    ephemeral_storage: str = "10Gi",
-    image_pull_policy: str = "IfNotPresent",
-    node_selector: Mapping[str, str] | None = None,
-    active_deadline_s: int = ACTIVE_DEADLINE_S,
+    settings: K8sPodSettings = K8sPodSettings(),
     owner_reference: k8s.V1OwnerReference | None = None,
 ) -> k8s.V1Pod:
-    """The env pod for one environment (see the module docstring for what each part is for)."""
-    resources = {
-        "cpu": cpu_quantity(cpus),
-        "memory": memory_quantity(mem_limit),
-        "ephemeral-storage": ephemeral_storage,
-    }
+    """The env pod for one environment (see the module docstring for what each part is for);
+    `image` is the full image name (K8sRuntime puts settings.image_prefix before it)."""
+    resources = settings.resources()
     return k8s.V1Pod(
         api_version="v1",
         kind="Pod",
         metadata=k8s.V1ObjectMeta(
             name=name,
-            namespace=namespace,
+            namespace=settings.namespace,
             labels={
                 RUN_LABEL: check_label_value(run_label, "run label"),
                 ROLE_LABEL: ENV_ROLE,
@@ -227,16 +255,16 @@ def pod_manifest(
         ),
         spec=k8s.V1PodSpec(
             restart_policy="Never",
-            active_deadline_seconds=active_deadline_s,
+            active_deadline_seconds=settings.active_deadline_s,
             automount_service_account_token=False,
             enable_service_links=False,
             termination_grace_period_seconds=0,
-            node_selector=dict(node_selector) if node_selector else None,
+            node_selector=dict(settings.node_selector) if settings.node_selector else None,
             containers=[
                 k8s.V1Container(
                     name=CONTAINER_NAME,
                     image=image,
-                    image_pull_policy=image_pull_policy,
+                    image_pull_policy=settings.image_pull_policy,
                     command=["python3", "-c", POD_INIT],
                     working_dir=TESTBED,
                     resources=k8s.V1ResourceRequirements(
@@ -404,16 +432,15 @@ def delete_pod(
 # ---------------------------------------------------------------- the runtime
 
 
-class K8sRuntime:
+class K8sRuntime(ExecRuntime):
     """A pod from `image` with the tools installed; same interface as DockerRuntime.
 
     Args:
-      image: the task image, pullable by the cluster's nodes.
+      image: the task image (settings.image_prefix is put before it), pullable by the
+        cluster's nodes.
       run_label: value of the deepswe.run label (a valid label value).
       api: a kubernetes CoreV1Api (default: `default_core_api()`).
-      namespace: where the pod lives; the NetworkPolicy of launch/k8s must be applied there.
-      mem_limit, cpus, ephemeral_storage: requests and limits of the pod.
-      start_timeout_s: how long to wait for the pod to run (scheduling, image pull).
+      settings: namespace, limits and the rest of the pod (K8sPodSettings).
       sleep: the backoff sleep (tests pass a recorder).
     Methods are thread-safe; calls to one pod run one at a time.
     """
@@ -424,55 +451,28 @@ class K8sRuntime:
         *,
         run_label: str,
         api: k8s.CoreV1Api | None = None,
-        namespace: str = DEFAULT_NAMESPACE,
-        mem_limit: str | int = "1g",
-        cpus: float = 1.0,
-        ephemeral_storage: str = "10Gi",
-        image_pull_policy: str = "IfNotPresent",
-        node_selector: Mapping[str, str] | None = None,
-        start_timeout_s: float = START_TIMEOUT_S,
-        active_deadline_s: int = ACTIVE_DEADLINE_S,
+        settings: K8sPodSettings = K8sPodSettings(),
         name: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ):
-        self.image = image
-        self.run_label = check_label_value(run_label, "run label")
-        self.namespace = namespace
-        self.name = name or pod_name(run_label)
-        self.start_timeout_s = start_timeout_s
+        check_label_value(run_label, "run label")
+        super().__init__(
+            settings.image_prefix + image, run_label=run_label, name=name or pod_name(run_label)
+        )
+        self.settings = settings
+        self.namespace = settings.namespace
         self._api = api
         self._sleep = sleep
         self._owner = owner_label()
-        self._manifest_args = dict(
-            namespace=namespace,
-            mem_limit=mem_limit,
-            cpus=cpus,
-            ephemeral_storage=ephemeral_storage,
-            image_pull_policy=image_pull_policy,
-            node_selector=node_selector,
-            active_deadline_s=active_deadline_s,
-        )
-        self.manifest()  # bad limits or labels fail here, not in start()
         self._lock = threading.Lock()
-        self._close_lock = threading.Lock()
         self._create_attempted = False
         self._created = False
-        self._closed = False
-        self.ready_s: float | None = None
-        install_exit_cleanup()
 
     @property
     def api(self) -> k8s.CoreV1Api:
         if self._api is None:
             self._api = default_core_api()
         return self._api
-
-    def __enter__(self) -> K8sRuntime:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def manifest(self) -> k8s.V1Pod:
         """The pod this runtime creates."""
@@ -481,9 +481,12 @@ class K8sRuntime:
             self.image,
             run_label=self.run_label,
             owner=self._owner,
+            settings=self.settings,
             owner_reference=owner_pod_reference(self.namespace),
-            **self._manifest_args,
         )
+
+    def _where(self) -> str:
+        return f"pod {self.name}"
 
     def _retry(self, call: Callable[[], T], what: str) -> T:
         return retry_api(call, what, sleep=self._sleep)
@@ -502,13 +505,12 @@ class K8sRuntime:
         if self._created:
             return
         started = time.monotonic()
-        install_exit_cleanup()
-        LIVE_RUNTIMES.add(self)
+        self._register()
         self._create_attempted = True
         try:
             self._retry(self._create_once, f"creating pod {self.name}")
             self._created = True
-            self._wait_running(started + self.start_timeout_s)
+            self._wait_running(started + self.settings.start_timeout_s)
             self._install_tools()
         except BaseException as e:
             self.close()
@@ -574,7 +576,7 @@ class K8sRuntime:
             if remaining <= 0:
                 raise EnvironmentUnavailableError(
                     f"pod {self.name} in {self.namespace} is not running after "
-                    f"{self.start_timeout_s:.0f}s: {describe_pod(pod)}; events: "
+                    f"{self.settings.start_timeout_s:.0f}s: {describe_pod(pod)}; events: "
                     f"{self._events()}"
                 )
             try:
@@ -750,35 +752,17 @@ class K8sRuntime:
         if exit_code != 0:
             raise OSError(f"{what} in pod {self.name} failed (exit code {exit_code}): {stderr}")
 
-    # ------------------------------------------------------------ DockerRuntime's interface
+    # ------------------------------------------------------------ the Runtime interface
 
-    def run(
-        self,
-        cmd: str,
-        *,
-        timeout: float,
-        workdir: str = TESTBED,
-        max_output: int = DEFAULT_MAX_OUTPUT,
-    ) -> ExecResult:
-        """Run `cmd` with `bash -c` in `workdir`; everything it started is killed at `timeout`
-        seconds (then exit_code is None and timed_out True). Output keeps its first and last
-        `max_output // 2` bytes."""
-        return self._run_argv(["bash", "-c", cmd], timeout, workdir, max_output)
-
-    def call_tool(self, name: str, args: Mapping[str, object], *, timeout: float) -> ExecResult:
-        """Run tool `name` (file_editor, execute_bash, search, finish/submit) with R2E-Gym
-        parameters, e.g. {"command": "view", "path": "/testbed"}; values are passed verbatim."""
-        argv = [f"{INSTALL_DIR}/{name}", *tool_argv(name, args)]
-        return self._run_argv(argv, timeout, TESTBED, DEFAULT_MAX_OUTPUT)
-
-    def _run_argv(
-        self, argv: list[str], timeout: float, workdir: str, max_output: int
-    ) -> ExecResult:
+    def _execute(self, command: Command, timeout: float) -> ExecResult:
+        argv = list(command.argv)
+        if command.tool is not None:
+            argv.insert(0, f"{INSTALL_DIR}/{command.tool}")
         started = time.monotonic()
         exit_code, output, _ = self._exec(
-            exec_argv(argv, timeout=timeout, workdir=workdir),
+            exec_argv(argv, timeout=timeout, workdir=command.cwd),
             deadline_s=timeout + SERVER_GRACE_S,
-            max_output=max_output,
+            max_output=command.max_output,
         )
         duration_s = time.monotonic() - started
         # 137 = SIGKILL; at or after the deadline that was `timeout -s KILL`.
@@ -813,29 +797,7 @@ class K8sRuntime:
             raise OSError(f"reading {path} in pod {self.name} failed: {stderr}")
         return file_from_archive(archive, path)
 
-    def diff(self, base_commit: str, *, repo: str = TESTBED, timeout: float = 120.0) -> str:
-        """Everything changed under `repo` since `base_commit`, as a git patch (as
-        DockerRuntime.diff: new files included, ignored files and bytecode caches not).
-
-        Raises:
-          GitDiffError: git failed (no repository at `repo`, unknown base commit, ...).
-        """
-        result = self.run(git_diff_script(base_commit), timeout=timeout, workdir=repo)
-        if result.exit_code != 0:
-            reason = "timed out" if result.timed_out else f"exit code {result.exit_code}"
-            raise GitDiffError(
-                f"git diff against {base_commit} in pod {self.name}:{repo} failed ({reason}): "
-                f"{result.output[-2000:]}"
-            )
-        return self.read_file(PATCH_FILE).decode("utf-8", "surrogateescape")
-
-    def close(self) -> None:
-        """Delete the pod (idempotent, safe from any thread or a signal handler)."""
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
-        LIVE_RUNTIMES.discard(self)
+    def _remove(self) -> None:
         if not self._create_attempted:
             return
         try:
@@ -885,39 +847,17 @@ def describe_pod(pod: k8s.V1Pod) -> str:
 
 @dataclass(frozen=True)
 class K8sPodFactory:
-    """Makes K8sRuntimes with shared settings: `EnvPool(runtime_factory=K8sPodFactory(...))`.
+    """Makes K8sRuntimes with shared settings (a `runtime.RuntimeFactory`):
+    `EnvPool(runtime_factory=K8sPodFactory(settings=K8sPodSettings(...)))`.
 
-    `api` defaults to `default_core_api()` (in-cluster service account, else kubeconfig).
-    `image_prefix` is put before each task image, e.g. "registry.example.com/" turns
-    deepswe/datewise:base into registry.example.com/deepswe/datewise:base (where the images
-    were pushed; `launch/k8s_manifests.py --image_prefix` pre-pulls the same names)."""
+    `api` defaults to `default_core_api()` (in-cluster service account, else kubeconfig)."""
 
     api: Any = field(default_factory=default_core_api)
-    namespace: str = DEFAULT_NAMESPACE
-    image_prefix: str = ""
-    mem_limit: str | int = "1g"
-    cpus: float = 1.0
-    ephemeral_storage: str = "10Gi"
-    image_pull_policy: str = "IfNotPresent"
-    node_selector: Mapping[str, str] | None = None
-    start_timeout_s: float = START_TIMEOUT_S
-    active_deadline_s: int = ACTIVE_DEADLINE_S
+    settings: K8sPodSettings = K8sPodSettings()
 
     def __call__(self, image: str, *, run_label: str) -> K8sRuntime:
-        return K8sRuntime(
-            self.image_prefix + image,
-            run_label=run_label,
-            api=self.api,
-            namespace=self.namespace,
-            mem_limit=self.mem_limit,
-            cpus=self.cpus,
-            ephemeral_storage=self.ephemeral_storage,
-            image_pull_policy=self.image_pull_policy,
-            node_selector=self.node_selector,
-            start_timeout_s=self.start_timeout_s,
-            active_deadline_s=self.active_deadline_s,
-        )
+        return K8sRuntime(image, run_label=run_label, api=self.api, settings=self.settings)
 
     def remove_stale(self, run_labels: tuple[str, ...] = ()) -> list[str]:
         """Delete pods of dead creators on this host and of `run_labels` (see remove_stale_pods)."""
-        return remove_stale_pods(self.api, self.namespace, run_labels=run_labels)
+        return remove_stale_pods(self.api, self.settings.namespace, run_labels=run_labels)

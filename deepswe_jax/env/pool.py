@@ -54,21 +54,20 @@ import docker.errors
 import requests.exceptions
 
 from deepswe_jax.env import observation
-from deepswe_jax.env.docker_runtime import (
-    DockerRuntime,
-    EnvironmentUnavailableError,
-    ExecResult,
-    GitDiffError,
-    MissingImageError,
-    install_exit_cleanup,
-    remove_stale_containers,
-)
+from deepswe_jax.env.docker_runtime import DockerRuntime, remove_stale_containers
 from deepswe_jax.env.hosts import (
     DockerHost,
     DockerHosts,
     NoDockerHostError,
     copy_image,
     default_endpoint,
+)
+from deepswe_jax.env.ownership import install_exit_cleanup
+from deepswe_jax.env.runtime import (
+    EnvironmentUnavailableError,
+    ExecResult,
+    GitDiffError,
+    MissingImageError,
 )
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.env.tools import FINISH_TOOLS, TOOL_SCRIPTS

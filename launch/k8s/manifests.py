@@ -29,6 +29,7 @@ from deepswe_jax.env.k8s_runtime import (
     ENV_ROLE,
     OWNER_POD_ENV,
     ROLE_LABEL,
+    K8sPodSettings,
     pod_manifest,
 )
 
@@ -260,7 +261,7 @@ def cluster_manifests(
         images[0],
         run_label="example",
         owner="example-host:1234:5678",
-        namespace=namespace_name,
+        settings=K8sPodSettings(namespace=namespace_name),
     )
     return {
         "00-namespace.yaml": [namespace(namespace_name)],
