@@ -16,6 +16,7 @@ from flax import nnx
 from ml_collections import ConfigDict
 
 from configs import common, deepswe_qwen3_32b, tiny
+from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
 from deepswe_jax.env.hosts import default_endpoint
 from deepswe_jax.env.k8s_runtime import K8sPodSettings
 from deepswe_jax.experiment import make_env_pool
@@ -200,8 +201,10 @@ def test_docker_backend_builds_a_docker_pool():
     assert config.env.backend == "docker"
     pool = make_env_pool(config, "pytest-configs", grade_concurrency=3)
     assert pool.runtime_factory is None and pool.build_images
-    assert [host.endpoint for host in pool.hosts.hosts] == [default_endpoint()]
-    assert (pool.mem_limit, pool.nano_cpus, pool.pids_limit) == ("1g", 10**9, 256)
+    assert [host.endpoint for host in pool.placement.hosts.hosts] == [default_endpoint()]
+    assert pool.placement.factory == DockerRuntimeFactory(
+        mem_limit="1g", nano_cpus=10**9, pids_limit=256
+    )
     assert pool.step_timeout == config.agent.step_timeout and pool.max_envs == 8
     assert pool._grade_slots._value == 3  # gradings at once
     asyncio.run(pool.close())

@@ -44,6 +44,7 @@ from deepswe_jax.env.k8s_runtime import (
     remove_stale_pods,
 )
 from deepswe_jax.env.ownership import LIVE_RUNTIMES, OWNER_LABEL, RUN_LABEL, owner_label
+from deepswe_jax.env.placement import FactoryPlacement
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.runtime import EnvironmentUnavailableError, MissingImageError
 
@@ -894,7 +895,8 @@ def test_a_config_with_backend_kubernetes_runs_episodes_and_grading_in_pods(
     finally:
         docker_client.images.remove(pulled)
     assert clusters == [("/etc/deepswe/kubeconfig", "gpu")]
-    assert pool.hosts is None and not pool.build_images  # no Docker engine, no image builds
+    # no Docker engine, no image builds
+    assert isinstance(pool.placement, FactoryPlacement) and not pool.build_images
     assert "from-config" in step.observation and step.exit_code == 0
     assert grade.status == "resolved", grade.test_log
     pods = [call["body"] for call in container_api.called("create_namespaced_pod")[first_pod:]]

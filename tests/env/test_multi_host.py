@@ -235,7 +235,7 @@ def test_pool_survives_a_docker_host_dying_mid_run(tiny_task, docker_client, sec
             envs_per_host=2,
             step_timeout=60,
         ) as pool:
-            first, second = pool.hosts.hosts
+            first, second = pool.placement.hosts.hosts
 
             async def crash_second_host():
                 while second.started < 2:  # both of its episodes are in their `sleep 5`
