@@ -41,7 +41,7 @@ import logging
 import statistics
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -49,103 +49,18 @@ from typing import TypeVar
 
 import docker
 
-from deepswe_jax.env import observation
 from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
+from deepswe_jax.env.environment import Env
 from deepswe_jax.env.grading import GRADING_MEM_LIMIT, GradeResult, grade_patch
 from deepswe_jax.env.hosts import DockerHosts, default_endpoint
 from deepswe_jax.env.ownership import install_exit_cleanup
 from deepswe_jax.env.placement import DockerPlacement, FactoryPlacement, Placement
-from deepswe_jax.env.protocols import StepResult
-from deepswe_jax.env.runtime import (
-    EnvironmentUnavailableError,
-    ExecResult,
-    GitDiffError,
-    MissingImageError,
-    Runtime,
-    RuntimeFactory,
-)
+from deepswe_jax.env.runtime import MissingImageError, Runtime, RuntimeFactory
 from deepswe_jax.env.tasks import Task
-from deepswe_jax.env.tools import FINISH_TOOLS, TOOL_SCRIPTS
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-KNOWN_TOOLS = tuple(TOOL_SCRIPTS)
-
-
-class Env:
-    """One started container for one task; use through `EnvPool.acquire`.
-
-    `site`: where it runs (the pool's placement's); `on_failure(reason)` is awaited when the
-    container becomes unavailable (the pool checks the site then)."""
-
-    def __init__(
-        self,
-        task: Task,
-        runtime: Runtime,
-        run_in_thread: Callable[[Callable[[], T]], asyncio.Future[T]],
-        step_timeout: float,
-        *,
-        site: object,
-        on_failure: Callable[[str], Awaitable[None]],
-    ):
-        self.task = task
-        self.runtime = runtime
-        self.step_timeout = step_timeout
-        self.site = site
-        self._run_in_thread = run_in_thread
-        self._on_failure = on_failure
-        self.failure: str | None = None
-
-    async def step(self, tool: str, params: Mapping[str, object]) -> StepResult:
-        """Run one tool call; `params` are the call's parameters as the model wrote them."""
-        started = time.monotonic()
-        if tool in FINISH_TOOLS:
-            return StepResult(observation.FINISHED_OBSERVATION, True, 0, 0.0)
-        if tool not in TOOL_SCRIPTS:
-            text = observation.unknown_tool_observation(tool, KNOWN_TOOLS)
-            return StepResult(text, False, None, 0.0)
-        if self.failure is not None:
-            return self._env_error(self.failure, started)
-        try:
-            result = await self._run_in_thread(
-                lambda: self.runtime.call_tool(tool, params, timeout=self.step_timeout)
-            )
-        except EnvironmentUnavailableError as e:
-            await self._fail(str(e))
-            return self._env_error(self.failure, started)
-        if result.timed_out:
-            text = observation.timeout_observation(tool, self.step_timeout)
-        else:
-            text = observation.format_observation(tool, result.output, result.exit_code)
-        return StepResult(text, False, result.exit_code, result.duration_s)
-
-    async def _fail(self, reason: str) -> None:
-        self.failure = self.failure or reason
-        await self._on_failure(reason)
-
-    def _env_error(self, reason: str, started: float) -> StepResult:
-        text = f"ERROR: the environment failed and the episode cannot continue: {reason}"
-        return StepResult(text, True, None, time.monotonic() - started, env_error=True)
-
-    async def run(self, cmd: str, *, timeout: float | None = None) -> ExecResult:
-        """Run a raw bash command (not an agent action, no observation wrapping)."""
-        timeout = self.step_timeout if timeout is None else timeout
-        return await self._run_in_thread(lambda: self.runtime.run(cmd, timeout=timeout))
-
-    async def patch(self) -> str:
-        """The agent's changes to /testbed since the task's base commit ("" if the agent
-        destroyed the repository). Raises EnvironmentUnavailableError if the container died."""
-        if self.failure is not None:
-            raise EnvironmentUnavailableError(self.failure)
-        try:
-            return await self._run_in_thread(lambda: self.runtime.diff(self.task.base_commit))
-        except GitDiffError as e:
-            logger.warning("no patch for %s: %s", self.task.instance_id, e)
-            return ""
-        except EnvironmentUnavailableError as e:
-            await self._fail(str(e))
-            raise
 
 
 @dataclass
