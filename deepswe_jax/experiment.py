@@ -165,7 +165,8 @@ def kubernetes_pod_factory(config: ml_collections.ConfigDict) -> K8sPodFactory:
     the same names) and config.env's mem_limit and cpus, talking to the API server of
     `kubernetes_api`."""
     try:
-        from deepswe_jax.env.k8s_runtime import K8sPodFactory, K8sPodSettings
+        from deepswe_jax.env.k8s_pods import K8sPodSettings
+        from deepswe_jax.env.k8s_runtime import K8sPodFactory
     except ImportError as error:
         raise ImportError(
             f"config.env.backend='kubernetes' needs the Kubernetes client ({error}); install it "
@@ -194,7 +195,7 @@ def kubernetes_api(kubeconfig: str, context: str) -> CoreV1Api:
     from kubernetes import client
     from kubernetes import config as kube_config
 
-    from deepswe_jax.env.k8s_runtime import default_core_api
+    from deepswe_jax.env.k8s_pods import default_core_api
 
     try:
         if not kubeconfig and not context:

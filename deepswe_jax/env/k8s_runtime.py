@@ -9,16 +9,8 @@
     async with EnvPool(max_envs=512, runtime_factory=factory, build_images=False) as pool:
         ...
 
-`K8sPodSettings` holds every setting of an env pod (namespace, registry prefix, limits,
-node selector, deadlines), declared once; `K8sRuntime`, `pod_manifest` and `K8sPodFactory`
-take it.
-
-The pod (`pod_manifest`): one container from the task image whose PID 1 is a tiny
-Python reaper (`POD_INIT`: immune to the agent's `kill -9 -1` or `pkill python`, and it
-reaps orphans so killed process trees never pile up as zombies); requests equal to
-limits (Guaranteed QoS); `restartPolicy: Never`; `activeDeadlineSeconds` as the last
-bound on a leaked pod; no service account token; and the label `deepswe.role=env`
-that the deny-all NetworkPolicy of launch/k8s selects (pods have no network).
+The pod and its settings are `k8s_pods`; this module starts it (create, watch until it
+runs, install the tools), runs commands in it and deletes it.
 
 Every command is one exec over the API server's websocket:
     sh -c EXEC_WRAPPER sh <timeout> <workdir> <argv...>
@@ -29,17 +21,9 @@ is SIGKILLed too. Files travel as tar archives over exec stdin, read with
 has none). Arguments travel in the exec URL, so one argument is limited to 128 KiB
 (Linux MAX_ARG_STRLEN); write larger contents with `write_file`.
 
-API calls are retried with exponential backoff on 409, 429 (honouring Retry-After),
-5xx and connection errors; a 409 on creating a pod that is already ours (a create
-whose answer was lost) adopts that pod, any other 409 retries under a new name.
-
-Labels and cleanup follow DockerRuntime: `deepswe.run=<run label>`, and the creator's
-identity `<host>:<pid>:<start time>` in the annotation `deepswe.owner` (label values
-cannot hold ':'). `remove_stale_pods` deletes pods of dead creators on this host and of
-given run labels; pods still held at interpreter exit or on SIGTERM are deleted. When
-the creator runs in a pod of the same namespace that names itself in DEEPSWE_POD_NAME,
-DEEPSWE_POD_UID and DEEPSWE_POD_NAMESPACE (the training Job does, see launch/k8s), that
-pod owns the env pods, so the cluster's garbage collector deletes them with it.
+API calls are retried (`k8s_pods.retry_api`); a 409 on creating a pod that is already
+ours (a create whose answer was lost) adopts that pod, any other 409 retries under a new
+name. Pods still held at interpreter exit or on SIGTERM are deleted (`ownership`).
 """
 
 from __future__ import annotations
@@ -47,13 +31,10 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
-import re
 import tarfile
 import threading
 import time
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -63,7 +44,24 @@ from kubernetes import stream as k8s_stream
 from kubernetes import watch as k8s_watch
 from websocket import WebSocketException
 
-from deepswe_jax.env.ownership import OWNER_LABEL, RUN_LABEL, owner_is_alive, owner_label
+from deepswe_jax.env.k8s_pods import (
+    API_TIMEOUT_S,
+    CONTAINER_NAME,
+    DEFAULT_POD_SETTINGS,
+    K8sPodSettings,
+    check_label_value,
+    default_core_api,
+    delete_pod,
+    describe_pod,
+    is_transient,
+    owner_pod_reference,
+    pod_manifest,
+    pod_name,
+    remove_stale_pods,
+    retry_api,
+    short_error,
+)
+from deepswe_jax.env.ownership import OWNER_LABEL, RUN_LABEL, owner_label
 from deepswe_jax.env.runtime import (
     SERVER_GRACE_S,
     TESTBED,
@@ -80,18 +78,6 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-DEFAULT_NAMESPACE = "deepswe"
-CONTAINER_NAME = "env"
-# Selected by the deny-all NetworkPolicy (launch/k8s); every env pod carries it.
-ROLE_LABEL = "deepswe.role"
-ENV_ROLE = "env"
-# Set (downward API) in the training Job's pod so env pods get it as their owner.
-OWNER_POD_ENV = ("DEEPSWE_POD_NAME", "DEEPSWE_POD_UID", "DEEPSWE_POD_NAMESPACE")
-START_TIMEOUT_S = 300.0
-# A leaked pod lives at most this long (a DeepSWE episode is <= 5400 s, grading 300 s).
-ACTIVE_DEADLINE_S = 4 * 3600
-API_TIMEOUT_S = 60.0
-TRANSIENT_STATUSES = frozenset({0, 409, 429}) | frozenset(range(500, 600))
 # Waiting reasons after which the pod will not start by itself.
 IMAGE_PULL_FAILURES = frozenset({"ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"})
 CONFIG_FAILURES = frozenset({"CreateContainerConfigError", "CreateContainerError"})
@@ -100,17 +86,6 @@ STDOUT_CHANNEL, STDERR_CHANNEL, ERROR_CHANNEL = 1, 2, 3
 # Exit codes of READ_SCRIPT for a path that is missing or a directory.
 READ_MISSING, READ_IS_DIRECTORY = 102, 121
 
-# PID 1 of every env pod: reap orphans; SIGINT back to default so only SIGKILL from
-# outside the pod (its deletion) ends it.
-POD_INIT = (
-    "import os, signal, time\n"
-    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
-    "while True:\n"
-    "    try:\n"
-    "        os.wait()\n"
-    "    except ChildProcessError:\n"
-    "        time.sleep(1)\n"
-)
 # $1 timeout seconds, $2 working directory, then the command's argv.
 EXEC_WRAPPER = (
     't="$1"; cd "$2" 2>&1 || exit 126; shift 2\n'
@@ -135,151 +110,10 @@ ACCESS_HINTS = {
     404: "create the namespace first (`kubectl create namespace <name>`, or apply the "
     "manifests from `python launch/k8s_manifests.py`)",
 }
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
 class ClusterAccessError(RuntimeError):
     """The Kubernetes API refused this client (credentials, RBAC or a missing namespace)."""
-
-
-# ---------------------------------------------------------------- manifests
-
-
-def memory_quantity(mem_limit: str | int) -> str:
-    """A Docker-style memory limit ("1g", "512m", bytes) as a Kubernetes quantity ("1Gi").
-
-    Kubernetes quantities ("2Gi", "500M") pass through unchanged."""
-    text = str(mem_limit).strip()
-    match = re.fullmatch(r"(\d+)([bkmgBKMG]?)", text)
-    if match:
-        number, unit = match.groups()
-        return number + {"": "", "b": "", "k": "Ki", "m": "Mi", "g": "Gi"}[unit.lower()]
-    if re.fullmatch(r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|K|M|G|T)", text):
-        return text
-    raise ValueError(
-        f"memory limit {mem_limit!r} is neither Docker style (1g, 512m) nor a "
-        "Kubernetes quantity (1Gi, 512Mi)"
-    )
-
-
-def cpu_quantity(cpus: float) -> str:
-    """CPUs as a Kubernetes quantity in millicores: 1.0 -> "1000m"."""
-    if cpus <= 0:
-        raise ValueError(f"cpus must be positive, got {cpus}")
-    return f"{max(1, round(cpus * 1000))}m"
-
-
-def check_label_value(value: str, what: str) -> str:
-    """`value` if it is a valid Kubernetes label value, else a ValueError saying why."""
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
-        raise ValueError(
-            f"{what} {value!r} is not a valid Kubernetes label value (at most 63 characters of "
-            "letters, digits, '-', '_', '.', starting and ending with a letter or digit); "
-            "choose another"
-        )
-    return value
-
-
-@dataclass(frozen=True)
-class K8sPodSettings:
-    """Every setting of an env pod, checked when made (from config.env.kubernetes and
-    config.env's mem_limit and cpus; launch/k8s/README.md's table).
-
-    namespace: where the pods live; the NetworkPolicy of launch/k8s must be applied there.
-    image_prefix: put before each task image, e.g. "registry.example.com/" turns
-      deepswe/datewise:base into registry.example.com/deepswe/datewise:base (where the images
-      were pushed; `launch/k8s_manifests.py --image_prefix` pre-pulls the same names).
-    mem_limit, cpus, ephemeral_storage: requests and limits of the pod (equal: Guaranteed
-      QoS); mem_limit Docker style ("1g") or a Kubernetes quantity ("1Gi").
-    image_pull_policy: the container's imagePullPolicy.
-    node_selector: node labels the pods must run on (None: any node).
-    start_timeout_s: how long a start waits for the pod to run (scheduling, image pull).
-    active_deadline_s: activeDeadlineSeconds, the last bound on a leaked pod.
-    """
-
-    namespace: str = DEFAULT_NAMESPACE
-    image_prefix: str = ""
-    mem_limit: str | int = "1g"
-    cpus: float = 1.0
-    ephemeral_storage: str = "10Gi"
-    image_pull_policy: str = "IfNotPresent"
-    node_selector: Mapping[str, str] | None = None
-    start_timeout_s: float = START_TIMEOUT_S
-    active_deadline_s: int = ACTIVE_DEADLINE_S
-
-    def __post_init__(self):
-        self.resources()  # bad limits fail here, not when a pod starts
-
-    def resources(self) -> dict[str, str]:
-        """The pod's requests (= limits) as Kubernetes quantities."""
-        return {
-            "cpu": cpu_quantity(self.cpus),
-            "memory": memory_quantity(self.mem_limit),
-            "ephemeral-storage": self.ephemeral_storage,
-        }
-
-
-def owner_pod_reference(namespace: str) -> k8s.V1OwnerReference | None:
-    """This process's pod as an owner reference, when it runs in a pod of `namespace` that
-    names itself in OWNER_POD_ENV (a cross-namespace owner would get env pods deleted)."""
-    name, uid, pod_namespace = (os.environ.get(key) for key in OWNER_POD_ENV)
-    if not (name and uid and pod_namespace == namespace):
-        return None
-    return k8s.V1OwnerReference(api_version="v1", kind="Pod", name=name, uid=uid)
-
-
-def pod_manifest(
-    name: str,
-    image: str,
-    *,
-    run_label: str,
-    owner: str,
-    settings: K8sPodSettings = K8sPodSettings(),
-    owner_reference: k8s.V1OwnerReference | None = None,
-) -> k8s.V1Pod:
-    """The env pod for one environment (see the module docstring for what each part is for);
-    `image` is the full image name (K8sRuntime puts settings.image_prefix before it)."""
-    resources = settings.resources()
-    return k8s.V1Pod(
-        api_version="v1",
-        kind="Pod",
-        metadata=k8s.V1ObjectMeta(
-            name=name,
-            namespace=settings.namespace,
-            labels={
-                RUN_LABEL: check_label_value(run_label, "run label"),
-                ROLE_LABEL: ENV_ROLE,
-            },
-            annotations={OWNER_LABEL: owner},
-            owner_references=[owner_reference] if owner_reference else None,
-        ),
-        spec=k8s.V1PodSpec(
-            restart_policy="Never",
-            active_deadline_seconds=settings.active_deadline_s,
-            automount_service_account_token=False,
-            enable_service_links=False,
-            termination_grace_period_seconds=0,
-            node_selector=dict(settings.node_selector) if settings.node_selector else None,
-            containers=[
-                k8s.V1Container(
-                    name=CONTAINER_NAME,
-                    image=image,
-                    image_pull_policy=settings.image_pull_policy,
-                    command=["python3", "-c", POD_INIT],
-                    working_dir=TESTBED,
-                    resources=k8s.V1ResourceRequirements(
-                        requests=dict(resources), limits=dict(resources)
-                    ),
-                )
-            ],
-        ),
-    )
-
-
-def pod_name(run_label: str) -> str:
-    """A fresh DNS-1123 pod name: deepswe-<run label>-<8 hex>."""
-    safe = re.sub(r"[^a-z0-9-]+", "-", run_label.lower())[:40].strip("-") or "run"
-    return f"deepswe-{safe}-{uuid.uuid4().hex[:8]}"
 
 
 def exec_argv(argv: list[str], *, timeout: float, workdir: str = TESTBED) -> list[str]:
@@ -309,126 +143,6 @@ def file_from_archive(archive: bytes, path: str) -> bytes:
     raise OSError(f"reading {path}: the pod sent no regular file (special file?)")
 
 
-# ---------------------------------------------------------------- API calls with retries
-
-
-def is_transient(error: BaseException) -> bool:
-    """Whether an API error is worth retrying: 409, 429, 5xx, connection failures."""
-    if isinstance(error, k8s.ApiException):
-        return error.status in TRANSIENT_STATUSES
-    return isinstance(error, (urllib3.exceptions.HTTPError, ConnectionError))
-
-
-def _retry_after_s(error: BaseException) -> float:
-    headers = getattr(error, "headers", None) or {}
-    try:
-        return float(headers.get("Retry-After", 0))
-    except (TypeError, ValueError):
-        return 0.0
-
-
-def retry_api(
-    call: Callable[[], T],
-    what: str,
-    *,
-    attempts: int = 6,
-    first_delay_s: float = 0.5,
-    max_delay_s: float = 30.0,
-    sleep: Callable[[float], None] = time.sleep,
-) -> T:
-    """`call()`, retried with exponential backoff while it fails transiently (`is_transient`);
-    the last error is raised after `attempts` tries."""
-    delay = first_delay_s
-    for attempt in range(1, attempts + 1):
-        try:
-            return call()
-        except (k8s.ApiException, urllib3.exceptions.HTTPError, ConnectionError) as e:
-            if not is_transient(e) or attempt == attempts:
-                raise
-            wait_s = min(max(delay, _retry_after_s(e)), max_delay_s)
-            logger.warning(
-                "%s failed (%s); retry %d/%d in %.1fs",
-                what,
-                _short(e),
-                attempt,
-                attempts - 1,
-                wait_s,
-            )
-            sleep(wait_s)
-            delay *= 2
-    raise AssertionError("unreachable")
-
-
-def _short(error: BaseException) -> str:
-    if isinstance(error, k8s.ApiException):
-        return f"HTTP {error.status} {error.reason}"
-    return f"{type(error).__name__}: {error}"
-
-
-def default_core_api() -> k8s.CoreV1Api:
-    """A CoreV1Api from the in-cluster service account, else from KUBECONFIG / ~/.kube/config."""
-    from kubernetes import config
-
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
-    return k8s.CoreV1Api()
-
-
-def remove_stale_pods(
-    api: k8s.CoreV1Api,
-    namespace: str = DEFAULT_NAMESPACE,
-    *,
-    run_labels: tuple[str, ...] = (),
-    sleep: Callable[[float], None] = time.sleep,
-) -> list[str]:
-    """Delete env pods whose creating process (on this host) is dead, and every env pod of the
-    given run labels. Returns the names deleted."""
-    pods = retry_api(
-        lambda: api.list_namespaced_pod(
-            namespace, label_selector=RUN_LABEL, _request_timeout=API_TIMEOUT_S
-        ),
-        f"listing pods in {namespace}",
-        sleep=sleep,
-    )
-    removed = []
-    for pod in pods.items:
-        labels = pod.metadata.labels or {}
-        owner = (pod.metadata.annotations or {}).get(OWNER_LABEL)
-        stale = labels.get(RUN_LABEL) in run_labels or (
-            owner is not None and owner_is_alive(owner) is False
-        )
-        if stale and delete_pod(api, pod.metadata.name, namespace, sleep=sleep):
-            removed.append(pod.metadata.name)
-    if removed:
-        logger.info("removed %d stale deepswe pods from %s", len(removed), namespace)
-    return removed
-
-
-def delete_pod(
-    api: k8s.CoreV1Api, name: str, namespace: str, *, sleep: Callable[[float], None] = time.sleep
-) -> bool:
-    """Delete pod `name` at once (no grace period); False if it was already gone."""
-    try:
-        retry_api(
-            lambda: api.delete_namespaced_pod(
-                name,
-                namespace,
-                grace_period_seconds=0,
-                propagation_policy="Background",
-                _request_timeout=API_TIMEOUT_S,
-            ),
-            f"deleting pod {name}",
-            sleep=sleep,
-        )
-    except k8s.ApiException as e:
-        if e.status == 404:
-            return False
-        raise
-    return True
-
-
 # ---------------------------------------------------------------- the runtime
 
 
@@ -451,7 +165,7 @@ class K8sRuntime(ExecRuntime):
         *,
         run_label: str,
         api: k8s.CoreV1Api | None = None,
-        settings: K8sPodSettings = K8sPodSettings(),
+        settings: K8sPodSettings = DEFAULT_POD_SETTINGS,
         name: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ):
@@ -516,12 +230,12 @@ class K8sRuntime(ExecRuntime):
             self.close()
             if is_transient(e):
                 raise EnvironmentUnavailableError(
-                    f"starting pod {self.name} in {self.namespace} kept failing: {_short(e)}"
+                    f"starting pod {self.name} in {self.namespace} kept failing: {short_error(e)}"
                 ) from e
             if isinstance(e, k8s.ApiException) and e.status in (401, 403, 404):
                 raise ClusterAccessError(
                     f"the API refused pod {self.name} in namespace {self.namespace} "
-                    f"({_short(e)}: {e.body}); {ACCESS_HINTS[e.status]}"
+                    f"({short_error(e)}: {e.body}); {ACCESS_HINTS[e.status]}"
                 ) from e
             raise
         self.ready_s = time.monotonic() - started
@@ -636,7 +350,7 @@ class K8sRuntime(ExecRuntime):
                 _request_timeout=API_TIMEOUT_S,
             ).items
         except (k8s.ApiException, urllib3.exceptions.HTTPError) as e:
-            return f"unavailable ({_short(e)})"
+            return f"unavailable ({short_error(e)})"
         return "; ".join(f"{e.reason}: {e.message}" for e in events[-8:]) or "none"
 
     def _install_tools(self) -> None:
@@ -685,7 +399,7 @@ class K8sRuntime(ExecRuntime):
                 )
             except k8s.ApiException as e:
                 raise EnvironmentUnavailableError(
-                    f"cannot exec in pod {self.name} ({_short(e)}); {self._describe_state()}"
+                    f"cannot exec in pod {self.name} ({short_error(e)}); {self._describe_state()}"
                 ) from None
             stdout = BoundedOutput(max_output) if max_output else bytearray()
             stderr = bytearray()
@@ -740,7 +454,7 @@ class K8sRuntime(ExecRuntime):
         try:
             pod = self._read_pod_or_none()
         except (k8s.ApiException, urllib3.exceptions.HTTPError) as e:
-            return f"pod state unknown ({_short(e)})"
+            return f"pod state unknown ({short_error(e)})"
         return "the pod no longer exists" if pod is None else describe_pod(pod)
 
     def _put_archive(self, archive: bytes, *, what: str) -> None:
@@ -803,7 +517,7 @@ class K8sRuntime(ExecRuntime):
         try:
             delete_pod(self.api, self.name, self.namespace, sleep=self._sleep)
         except (k8s.ApiException, urllib3.exceptions.HTTPError) as e:
-            logger.warning("could not delete pod %s: %s", self.name, _short(e))
+            logger.warning("could not delete pod %s: %s", self.name, short_error(e))
 
 
 def _drain(session: Any, stdout: BoundedOutput | bytearray, stderr: bytearray) -> None:
@@ -818,30 +532,6 @@ def _drain(session: Any, stdout: BoundedOutput | bytearray, stderr: bytearray) -
     del stderr[:-8000]
 
 
-def describe_pod(pod: k8s.V1Pod) -> str:
-    """Phase, unmet conditions and container states of a pod, in one line."""
-    status = pod.status
-    if status is None:
-        return "phase unknown"
-    parts = [f"phase {status.phase}"]
-    for condition in status.conditions or ():
-        if condition.status != "True" and (condition.reason or condition.message):
-            parts.append(f"{condition.type} {condition.reason}: {condition.message}")
-    for container in status.container_statuses or ():
-        state = container.state
-        if state is None:
-            continue
-        if state.waiting is not None:
-            parts.append(f"waiting {state.waiting.reason}: {state.waiting.message}")
-        if state.terminated is not None:
-            terminated = state.terminated
-            parts.append(
-                f"terminated {terminated.reason} (exit code {terminated.exit_code}): "
-                f"{terminated.message}"
-            )
-    return ", ".join(parts)
-
-
 # ---------------------------------------------------------------- for EnvPool
 
 
@@ -853,7 +543,7 @@ class K8sPodFactory:
     `api` defaults to `default_core_api()` (in-cluster service account, else kubeconfig)."""
 
     api: Any = field(default_factory=default_core_api)
-    settings: K8sPodSettings = K8sPodSettings()
+    settings: K8sPodSettings = DEFAULT_POD_SETTINGS
 
     def __call__(self, image: str, *, run_label: str) -> K8sRuntime:
         return K8sRuntime(image, run_label=run_label, api=self.api, settings=self.settings)

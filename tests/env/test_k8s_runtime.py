@@ -30,18 +30,16 @@ from websocket import WebSocketConnectionClosedException
 
 from configs import tiny
 from deepswe_jax import experiment
-from deepswe_jax.env import k8s_runtime
+from deepswe_jax.env import k8s_pods, k8s_runtime
+from deepswe_jax.env.k8s_pods import POD_INIT, K8sPodSettings, remove_stale_pods
 from deepswe_jax.env.k8s_runtime import (
     EXEC_WRAPPER,
-    POD_INIT,
     ClusterAccessError,
     K8sPodFactory,
-    K8sPodSettings,
     K8sRuntime,
     exec_argv,
     file_archive,
     file_from_archive,
-    remove_stale_pods,
 )
 from deepswe_jax.env.ownership import LIVE_RUNTIMES, OWNER_LABEL, RUN_LABEL, owner_label
 from deepswe_jax.env.placement import FactoryPlacement
@@ -640,7 +638,7 @@ def test_remove_stale_pods_by_run_label_and_dead_owner():
     }
     for name, (run, owner) in pods.items():
         api.add_pod(
-            k8s_runtime.pod_manifest(
+            k8s_pods.pod_manifest(
                 name, "img", run_label=run, owner=owner, settings=K8sPodSettings(NAMESPACE)
             )
         )
