@@ -60,7 +60,8 @@ class ExecResult:
 
 class Runtime(Protocol):
     """One task environment (a container, a pod): /testbed holds the repository at its base
-    commit and the tools are installed. Methods block; they are safe to call from threads."""
+    commit and the tools are installed. Methods block; they are safe to call from threads.
+    Runtimes compare and hash by identity."""
 
     name: str
 
