@@ -327,7 +327,7 @@ class EnvPool:
         return len(self._runtimes)
 
     def metrics(self) -> dict[str, float]:
-        """Pool counters for metrics logging (per host: envs/host<i>_active, _started)."""
+        """Pool counters for metrics logging, and the placement's (per Docker host: envs/host<i>_active, _started)."""
         metrics = {
             "envs/active": self.active,
             "envs/started": self.stats.started,
@@ -387,7 +387,7 @@ class EnvPool:
         runtimes = list(self._runtimes.items())
         self._runtimes.clear()
         if runtimes:
-            await asyncio.gather(*(self._close_runtime(r, host) for r, host in runtimes))
+            await asyncio.gather(*(self._close_runtime(r, site) for r, site in runtimes))
         self._executor.shutdown(wait=False, cancel_futures=True)
         logger.info("env pool %s closed: %s", self.run_label, self.stats.summary(0))
 
