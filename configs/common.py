@@ -130,7 +130,7 @@ def get_config() -> ml_collections.ConfigDict:
             # Docker endpoints (unix://, tcp://, ssh://); empty: the local engine.
             docker_hosts=(),
             envs_per_host=0,
-            # backend='kubernetes' (env.k8s_runtime.K8sPodFactory; its defaults).
+            # backend='kubernetes': env.k8s_pods.K8sPodSettings (same names and defaults).
             kubernetes=ml_collections.ConfigDict(
                 dict(
                     # Credentials: '' is the in-cluster service account, else $KUBECONFIG or

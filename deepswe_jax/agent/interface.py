@@ -10,7 +10,9 @@ user message after each step. Two profiles (config.agent.interface):
                (`agent.r2egym`); its prompts come from the user's file.
 
 The episode loop (`agent.rollout`) only talks to this protocol; `rollout.EpisodeSettings`
-builds the configured one.
+builds the configured one. Ours needs of the environment only `env.protocols.EnvProtocol`;
+R2E-Gym's installs and runs its own scripts, so it needs commands and files as well
+(`env.r2egym.CommandEnv`, which the pool's `environment.Env` provides).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from deepswe_jax.agent.prompts import instance_prompt, render_observation, syste
 from deepswe_jax.env.tasks import Task
 
 if TYPE_CHECKING:
-    from deepswe_jax.env.pool import Env, StepResult
+    from deepswe_jax.env.protocols import EnvProtocol, StepResult
 
 DEEPSWE_JAX = "deepswe_jax"
 R2EGYM = "r2egym"
@@ -53,7 +55,7 @@ class AgentInterface(Protocol):
         """The system and first user messages of an episode of `task`."""
         ...
 
-    async def prepare(self, env: Env) -> None:
+    async def prepare(self, env: EnvProtocol) -> None:
         """Set up a freshly acquired environment (e.g. install the profile's tools)."""
         ...
 
@@ -61,7 +63,7 @@ class AgentInterface(Protocol):
         """The call in `reply`, or (call None) the observation to show instead."""
         ...
 
-    async def step(self, env: Env, call: FunctionCall) -> StepResult:
+    async def step(self, env: EnvProtocol, call: FunctionCall) -> StepResult:
         """Run `call` in `env` (within the pool's step timeout)."""
         ...
 
@@ -84,13 +86,13 @@ class DeepSweJaxInterface:
             Message("user", instance_prompt(task.problem_statement)),
         ]
 
-    async def prepare(self, env: Env) -> None:
+    async def prepare(self, env: EnvProtocol) -> None:
         del env  # the pool installed our tools when it started the container
 
     def parse(self, reply: str) -> ParseResult:
         return parse_function_call(reply)
 
-    async def step(self, env: Env, call: FunctionCall) -> StepResult:
+    async def step(self, env: EnvProtocol, call: FunctionCall) -> StepResult:
         return await env.step(call.name, call.parameters)
 
     def observation_message(self, observation: str, progress: Progress) -> str:

@@ -48,8 +48,8 @@ from deepswe_jax.agent.chat import Message
 from deepswe_jax.agent.interface import R2EGYM, Progress
 from deepswe_jax.agent.parsing import FunctionCall, ParseResult
 from deepswe_jax.env.observation import truncate_lines
-from deepswe_jax.env.pool import Env, StepResult
-from deepswe_jax.env.r2egym import ToolAnswer, call_tool, install_tools
+from deepswe_jax.env.protocols import StepResult
+from deepswe_jax.env.r2egym import CommandEnv, ToolAnswer, call_tool, install_tools
 from deepswe_jax.env.tasks import Task
 
 CALL_BLOCK = re.compile(r"<function=.*?</function>", re.DOTALL)
@@ -229,14 +229,14 @@ class R2EGymInterface:
             Message("user", instance + steps_notice(max_steps - 1)),
         ]
 
-    async def prepare(self, env: Env) -> None:
+    async def prepare(self, env: CommandEnv) -> None:
         await install_tools(env)
 
     def parse(self, reply: str) -> ParseResult:
         return parse_reply(reply)
 
     async def step(
-        self, env: Env, call: FunctionCall, *, timeout: float | None = None
+        self, env: CommandEnv, call: FunctionCall, *, timeout: float | None = None
     ) -> StepResult:
         """Run `call` (timeout: the step's limit in seconds, default the pool's)."""
         done = any(word in call.name.lower() for word in FINISH_NAMES)

@@ -54,7 +54,7 @@ from deepswe_jax.env.tasks import Task
 from deepswe_jax.sampling.base import GenerateRequest, Sampler, SamplingParams
 
 if TYPE_CHECKING:
-    from deepswe_jax.env.pool import Env, EnvPool
+    from deepswe_jax.env.protocols import EnvPoolProtocol, EnvProtocol
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ class _EpisodeState:
 
 async def run_episode(
     task: Task,
-    env_pool: EnvPool,
+    env_pool: EnvPoolProtocol,
     sampler: Sampler,
     tokenizer: ChatTokenizer,
     cfg: ml_collections.ConfigDict,
@@ -244,7 +244,7 @@ async def _timed(state: _EpisodeState, name: str, awaitable: Awaitable[Any]) -> 
 
 
 async def _interact(
-    env: Env,
+    env: EnvProtocol,
     sampler: Sampler,
     tokenizer: ChatTokenizer,
     settings: EpisodeSettings,
@@ -351,7 +351,7 @@ async def _gather_or_cancel(
 
 async def _episode_with_retries(
     task: Task,
-    env_pool: EnvPool,
+    env_pool: EnvPoolProtocol,
     sampler: Sampler,
     tokenizer: ChatTokenizer,
     cfg: ml_collections.ConfigDict,
@@ -359,16 +359,12 @@ async def _episode_with_retries(
     policy_version: int,
 ) -> Trajectory:
     """`run_episode`, run again by the pool while it ends in an infrastructure failure (e.g.
-    its Docker host went away), so no trajectory is lost silently; pools without retries
-    (in-memory test pools) run it once."""
+    its Docker host went away), so no trajectory is lost silently."""
 
     def episode() -> Awaitable[Trajectory]:
         return run_episode(task, env_pool, sampler, tokenizer, cfg, rollout_index, policy_version)
 
-    run_with_retries = getattr(env_pool, "run_with_retries", None)
-    if run_with_retries is None:
-        return await episode()
-    return await run_with_retries(
+    return await env_pool.run_with_retries(
         episode,
         failed=lambda trajectory: trajectory.infra_error,
         name=f"{task.instance_id}#{rollout_index}",
@@ -378,7 +374,7 @@ async def _episode_with_retries(
 async def run_group(
     task: Task,
     n: int,
-    env_pool: EnvPool,
+    env_pool: EnvPoolProtocol,
     sampler: Sampler,
     tokenizer: ChatTokenizer,
     cfg: ml_collections.ConfigDict,
@@ -397,7 +393,7 @@ async def run_group(
 async def collect_rollouts(
     tasks: Sequence[Task],
     n: int,
-    env_pool: EnvPool,
+    env_pool: EnvPoolProtocol,
     sampler: Sampler,
     tokenizer: ChatTokenizer,
     cfg: ml_collections.ConfigDict,

@@ -26,12 +26,10 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from deepswe_jax.env.docker_runtime import ExecResult
-
-if TYPE_CHECKING:
-    from deepswe_jax.env.pool import Env
+from deepswe_jax.env.runtime import ExecResult
+from deepswe_jax.env.tasks import Task
 
 SCRIPTS_DIR = Path(__file__).resolve().parent / "tools" / "r2egym"
 INSTALL_DIR = "/usr/local/bin"
@@ -48,6 +46,17 @@ EXEC_GRACE_S = 5.0
 INSTALL_TIMEOUT_S = 60.0
 ANSI_AND_CR = re.compile(r"\x1b\[[0-9;]*m|\r")
 FINISH_COMMAND = "echo '<<<Finished>>>'"
+
+
+class CommandEnv(Protocol):
+    """What R2E-Gym's tools need of an environment: commands and files (`environment.Env`)."""
+
+    task: Task
+    step_timeout: float
+
+    async def run(self, cmd: str, *, timeout: float | None = None) -> ExecResult: ...
+
+    async def write_file(self, path: str, data: bytes | str) -> None: ...
 
 
 class ToolInstallError(RuntimeError):
@@ -106,7 +115,7 @@ def answer(result: ExecResult, timeout: float) -> ToolAnswer:
     return ToolAnswer(ANSI_AND_CR.sub("", result.output), "0", result.duration_s)
 
 
-async def install_tools(env: Env) -> None:
+async def install_tools(env: CommandEnv) -> None:
     """Install the R2E-Gym tools in `env`'s container as /usr/local/bin/<name> (mode 755) in
     place of ours (RepoEnv.add_commands); `submit`, which R2E-Gym does not install, is removed.
 
@@ -127,7 +136,7 @@ async def install_tools(env: Env) -> None:
 
 
 async def call_tool(
-    env: Env, name: str, params: Mapping[str, str], *, timeout: float
+    env: CommandEnv, name: str, params: Mapping[str, str], *, timeout: float
 ) -> ToolAnswer:
     """Run one call in `env` as R2E-Gym would (a name outside TOOL_NAMES runs nothing).
 

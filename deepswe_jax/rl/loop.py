@@ -33,7 +33,6 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import jax
 import ml_collections
@@ -46,6 +45,7 @@ from deepswe_jax.checkpoint import (
     TrainCheckpoints,
     restore_target,
 )
+from deepswe_jax.env.protocols import EnvPoolProtocol
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.experiment import (
     initial_params,
@@ -307,7 +307,7 @@ def train(
     workdir: str | os.PathLike,
     *,
     sampler: Sampler | None = None,
-    env_pool: Any = None,
+    env_pool: EnvPoolProtocol | None = None,
     tasks: Sequence[Task] | None = None,
     show_progress: bool = True,
 ) -> TrainState:
@@ -419,8 +419,7 @@ def train(
                 "time/iteration_s": time.perf_counter() - started,
                 "rollout/policy_lag": float(iteration - rollouts.policy_version),
             }
-            if hasattr(env_pool, "metrics"):
-                metrics.update(env_pool.metrics())
+            metrics.update(env_pool.metrics())
             if primary:
                 writer.write(step, metrics)
                 log_progress(step, config.rl.total_steps, metrics)

@@ -62,7 +62,8 @@ from deepswe_jax.agent.rollout import EpisodeSettings, run_episode
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
 from deepswe_jax.env.grading import GradeResult
 from deepswe_jax.env.images import ensure_task_images
-from deepswe_jax.env.pool import EnvPool, RuntimeFactory
+from deepswe_jax.env.pool import EnvPool
+from deepswe_jax.env.runtime import RuntimeFactory
 from deepswe_jax.env.tasks import Task, load_tasks
 from deepswe_jax.experiment import make_env_pool
 from deepswe_jax.sampling.base import Sampler

@@ -18,7 +18,7 @@ from deepswe_jax.agent.r2egym import (
     task_instruction,
 )
 from deepswe_jax.agent.rollout import EpisodeSettings, interface_from_config
-from deepswe_jax.env.docker_runtime import ExecResult
+from deepswe_jax.env.runtime import ExecResult
 from deepswe_jax.env.r2egym import ToolAnswer, answer, command_line, shell_command
 from tests.agent.fake_env import make_task
 
