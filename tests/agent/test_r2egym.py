@@ -18,8 +18,8 @@ from deepswe_jax.agent.r2egym import (
     task_instruction,
 )
 from deepswe_jax.agent.rollout import EpisodeSettings, interface_from_config
-from deepswe_jax.env.runtime import ExecResult
 from deepswe_jax.env.r2egym import ToolAnswer, answer, command_line, shell_command
+from deepswe_jax.env.runtime import ExecResult
 from tests.agent.fake_env import make_task
 
 PROMPTS = R2EGymPrompts("SYSTEM", "Issue:\n{problem_statement}\nin {working_dir}", "test")
