@@ -10,7 +10,7 @@ plus its use in deepswe_jax/experiment (the only code that reads configs). Secti
   model.*       HF Qwen3 config.json fields (Qwen3-32B here).
   mesh.*        device mesh axis sizes.
   rl.*          GRPO++ training: optimizer, loss, batch, loop.
-  agent.*       episode limits (tokens, steps, seconds).
+  agent.*       episode limits (tokens, steps, seconds) and the agent interface.
   sampler.*     rollout sampler and sampling parameters.
   env.*         task file and environments (Docker containers or Kubernetes pods).
   checkpoint.*  Orbax checkpoints of a training run.
@@ -101,6 +101,12 @@ def get_config() -> ml_collections.ConfigDict:
             reward_timeout=300.0,  # seconds per grading
             # response tokens after which each observation says "submit now" (28K of 32K)
             submit_notice_tokens=28672,
+            # what the agent is shown and how its calls run: 'deepswe_jax' (ours) | 'r2egym'
+            # (R2E-Gym's as DeepSWE-Preview was trained with, byte for byte; agent/r2egym.py)
+            interface="deepswe_jax",
+            # R2E-Gym's prompts for 'r2egym' (its edit_non_fn_calling.yaml or rLLM's
+            # system_prompts.py; required there, '' for ours)
+            prompts_file="",
         )
     )
     config.sampler = ml_collections.ConfigDict(
@@ -111,6 +117,10 @@ def get_config() -> ml_collections.ConfigDict:
             top_k=0,  # top-k sampling; 0 = off
             max_batch=512,  # sequences decoded at once (JaxSampler slots)
             hf_dir="",  # HF weights the vLLM engine starts from; '' = config.init_from
+            # devices per vLLM engine, and the share of each device an engine may use
+            # (launch/plan_memory.py --sampler plans both)
+            tensor_parallel_size=1,
+            gpu_memory_utilization=0.9,  # see tensor_parallel_size
         )
     )
     config.env = ml_collections.ConfigDict(
@@ -125,7 +135,7 @@ def get_config() -> ml_collections.ConfigDict:
             # Docker endpoints (unix://, tcp://, ssh://); empty: the local engine.
             docker_hosts=(),
             envs_per_host=0,  # most containers per Docker host; 0 = no cap beyond max_envs
-            # backend='kubernetes' (env.k8s_runtime.K8sPodFactory; its defaults).
+            # backend='kubernetes': env.k8s_pods.K8sPodSettings (same names and defaults).
             kubernetes=ml_collections.ConfigDict(
                 dict(
                     # Credentials: '' is the in-cluster service account, else $KUBECONFIG or

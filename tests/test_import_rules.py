@@ -38,11 +38,6 @@ PACKAGE_ORDER = (
     ROOT_PACKAGE,
 )
 JAX_LIBRARIES = ("jax", "jaxlib", "flax", "optax", "orbax")
-# Module cycles owned by another change: issue 16 part 2 (branch redesign-env) breaks
-# grading <-> pool with env/runtime.py; once it has, this set must become empty.
-KNOWN_CYCLES: set[frozenset[str]] = {
-    frozenset({"deepswe_jax.env.grading", "deepswe_jax.env.pool"}),
-}
 
 
 def module_name(path: Path) -> str:
@@ -158,7 +153,7 @@ LIBRARY = [m for m in MODULES if package_of(m) not in (ROOT_PACKAGE, "deepswe_ja
 
 def test_the_graph_sees_every_kind_of_import():
     """The reader finds module-level, TYPE_CHECKING-only and function-local imports."""
-    assert "deepswe_jax.env.pool" in GRAPH["deepswe_jax.agent.rollout"]  # TYPE_CHECKING
+    assert "deepswe_jax.env.protocols" in GRAPH["deepswe_jax.agent.rollout"]  # TYPE_CHECKING
     assert "deepswe_jax.sampling.jax_sampler" in GRAPH["deepswe_jax.experiment.training"]  # local
     assert "deepswe_jax.parallel" in GRAPH["deepswe_jax.model.qwen3"]  # the package's __init__
     assert set(MODULES) == set(GRAPH) and len(MODULES) > 60
@@ -217,12 +212,8 @@ def test_packages_depend_in_one_direction():
 
 
 def test_no_import_cycles_between_modules():
-    cycles = {frozenset(c) for c in strongly_connected_components(GRAPH)}
-    assert cycles - KNOWN_CYCLES == set(), f"import cycles: {sorted(map(sorted, cycles))}"
-    assert KNOWN_CYCLES - cycles == set(), (
-        f"{sorted(map(sorted, KNOWN_CYCLES - cycles))} no longer form a cycle: remove them "
-        "from KNOWN_CYCLES"
-    )
+    cycles = strongly_connected_components(GRAPH)
+    assert not cycles, f"import cycles: {sorted(map(sorted, cycles))}"
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,7 @@ from deepswe_jax.experiment.model import (
 )
 from deepswe_jax.experiment.serving import checkpoint_follower
 from deepswe_jax.experiment.settings import (
+    agent_interface,
     checkpoint_settings,
     episode_settings,
     loop_settings,
@@ -61,6 +62,7 @@ __all__ = [
     "ENV_BACKENDS",
     "OBJECTIVES",
     "abstract_model",
+    "agent_interface",
     "checkpoint_follower",
     "checkpoint_settings",
     "device_mesh",

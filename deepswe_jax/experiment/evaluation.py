@@ -68,6 +68,8 @@ def run_evaluation(
     policy: 'gold', 'empty' or a policy directory. model_name: default `policy` for gold /
     empty, else the directory's name. process_id / num_processes: this process's share.
     """
+    # Bad agent settings are refused before anything starts (a fixed patch runs no agent).
+    episode = episode_settings(config, agent_runs=policy not in FIXED_PATCH_POLICIES)
     run_label = f"eval-{uuid.uuid4().hex[:8]}"
     pool = make_env_pool(config, run_label, grade_concurrency=grade_concurrency)
     scorer = evaluation.make_scorer(
@@ -95,7 +97,7 @@ def run_evaluation(
         load_policy,
         output_dir,
         env_pool=pool,
-        episode=episode_settings(config),
+        episode=episode,
         seed=config.seed,
         num_runs=num_runs,
         policy_name=policy_name,

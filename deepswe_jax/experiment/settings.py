@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import ml_collections
 
+from deepswe_jax.agent.interface import (
+    DEEPSWE_JAX,
+    INTERFACES,
+    R2EGYM,
+    AgentInterface,
+    DeepSweJaxInterface,
+)
+from deepswe_jax.agent.r2egym import PromptFileError, R2EGymInterface, load_prompts
 from deepswe_jax.agent.rollout import EpisodeSettings
 from deepswe_jax.model.lora import LoRAConfig
 from deepswe_jax.rl.loop import LoopSettings, UpdateSettings
@@ -13,8 +21,39 @@ from deepswe_jax.rl.train_step import LossSettings, OptimizerSettings
 from deepswe_jax.verify.verifier_training import VerifierTrainingSettings
 
 
-def episode_settings(config: ml_collections.ConfigDict) -> EpisodeSettings:
-    """config.agent's limits and config.sampler's sampling parameters."""
+def agent_interface(config: ml_collections.ConfigDict) -> AgentInterface:
+    """The interface config.agent.interface names; 'r2egym' reads its prompts from
+    config.agent.prompts_file (`agent.r2egym.load_prompts`).
+
+    Raises:
+      ValueError: an unknown interface, or a prompts file that is missing (none given
+        included) or malformed, naming the setting to change.
+    """
+    name, prompts_file = config.agent.interface, config.agent.prompts_file
+    if name == DEEPSWE_JAX:
+        if prompts_file:
+            raise ValueError(
+                f"config.agent.prompts_file={prompts_file!r} is only read by "
+                "config.agent.interface='r2egym'; clear it, or set the interface to r2egym"
+            )
+        return DeepSweJaxInterface()
+    if name == R2EGYM:
+        try:
+            return R2EGymInterface(load_prompts(prompts_file))
+        except PromptFileError as error:
+            raise ValueError(f"config.agent.prompts_file={prompts_file!r}: {error}") from None
+    raise ValueError(
+        f"config.agent.interface={name!r} is not one of {', '.join(INTERFACES)}; "
+        "'deepswe_jax' is ours, 'r2egym' R2E-Gym's as DeepSWE-Preview was trained with"
+    )
+
+
+def episode_settings(
+    config: ml_collections.ConfigDict, *, agent_runs: bool = True
+) -> EpisodeSettings:
+    """config.agent's limits and interface and config.sampler's sampling parameters; refuses
+    bad agent settings (`agent_interface`). agent_runs=False: for grading fixed patches, where
+    no agent runs, so the interface settings are not read (ours stands in)."""
     agent, sampler = config.agent, config.sampler
     return EpisodeSettings(
         max_steps=agent.max_steps,
@@ -26,6 +65,7 @@ def episode_settings(config: ml_collections.ConfigDict) -> EpisodeSettings:
         temperature=sampler.temperature,
         top_p=sampler.top_p,
         top_k=sampler.top_k,
+        interface=agent_interface(config) if agent_runs else DeepSweJaxInterface(),
     )
 
 

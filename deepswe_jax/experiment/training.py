@@ -164,6 +164,7 @@ def train(
     ScriptedSampler and an in-memory pool); the caller closes what it passes. The rollout
     sampler runs on the training mesh, or with several processes on each process's devices.
     """
+    episode = episode_settings(config)  # refuses bad agent settings before anything starts
     tasks = list(tasks) if tasks is not None else load_task_list(config)
     tokenizer = load_tokenizer(config)
     with contextlib.ExitStack() as stack:
@@ -195,7 +196,7 @@ def train(
             env_pool=env_pool,
             tasks=tasks,
             tokenizer=tokenizer,
-            episode=episode_settings(config),
+            episode=episode,
             settings=loop_settings(config),
             show_progress=show_progress,
         )

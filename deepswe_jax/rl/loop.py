@@ -31,7 +31,6 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
@@ -40,6 +39,7 @@ from flax import nnx
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.rollout import EpisodeSettings, collect_rollouts
 from deepswe_jax.agent.trajectory import Trajectory, trajectories_path, write_trajectories
+from deepswe_jax.env.protocols import EnvPoolProtocol
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.parallel.distributed import allgather_bytes, host_copy, process_local_record
 from deepswe_jax.rl.batch import assemble_batch
@@ -48,9 +48,6 @@ from deepswe_jax.rl.overlap import RolloutScheduler
 from deepswe_jax.rl.run_directory import RunDirectory, RunState
 from deepswe_jax.rl.train_step import Trainer, TrainState
 from deepswe_jax.sampling.base import Sampler
-
-if TYPE_CHECKING:
-    from deepswe_jax.env.pool import EnvPool
 
 logger = logging.getLogger(__name__)
 
@@ -217,7 +214,7 @@ def train(
     trainer: Trainer,
     initial_params: Callable[[], nnx.State],
     make_sampler: SamplerFactory,
-    env_pool: EnvPool,
+    env_pool: EnvPoolProtocol,
     tasks: Sequence[Task],
     tokenizer: ChatTokenizer,
     episode: EpisodeSettings,
@@ -303,8 +300,7 @@ def train(
                 "time/iteration_s": time.perf_counter() - started,
                 "rollout/policy_lag": float(iteration - rollouts.policy_version),
             }
-            if hasattr(env_pool, "metrics"):
-                metrics.update(env_pool.metrics())
+            metrics.update(env_pool.metrics())
             run_dir.write_metrics(step, metrics)
             if primary:
                 log_progress(step, settings.total_steps, metrics)

@@ -55,11 +55,14 @@ import numpy as np
 import tqdm
 
 from deepswe_jax.agent.chat import ChatTokenizer
+from deepswe_jax.agent.interface import DEEPSWE_JAX
+from deepswe_jax.agent.r2egym import R2EGymInterface
 from deepswe_jax.agent.rollout import EpisodeSettings, run_episode
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
 from deepswe_jax.env.grading import GradeResult
 from deepswe_jax.env.images import ensure_task_images
-from deepswe_jax.env.pool import EnvPool, RuntimeFactory
+from deepswe_jax.env.pool import EnvPool
+from deepswe_jax.env.runtime import RuntimeFactory
 from deepswe_jax.env.tasks import Task, load_tasks
 from deepswe_jax.sampling.base import Sampler
 from deepswe_jax.verify import metrics
@@ -161,6 +164,11 @@ def eval_identity(policy_name: str, model_name: str, episode: EpisodeSettings) -
             top_p=float(episode.top_p),
             top_k=episode.top_k,
         )
+        interface = episode.interface
+        if interface.name != DEEPSWE_JAX:  # ours is the default, not recorded
+            identity.update(interface=interface.name)
+        if isinstance(interface, R2EGymInterface):
+            identity.update(prompts_file=interface.prompts.source)
     return identity
 
 
