@@ -345,6 +345,13 @@ class JaxSampler:
         with self._weights_lock:
             self._state = new_state
 
+    def sleep(self) -> None:
+        """A no-op: the KV cache and weights stay allocated (the trainer and JaxSampler share
+        JAX's memory pool, so there is nothing to hand over)."""
+
+    def wake(self) -> None:
+        """A no-op (see `sleep`)."""
+
     def close(self) -> None:
         """Stops the engine thread; requests still queued or in flight fail with RuntimeError."""
         with self._queue_changed:
