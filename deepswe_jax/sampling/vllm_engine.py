@@ -178,10 +178,6 @@ def _engine_args(
     return args
 
 
-def _has_reload_api(worker) -> bool:
-    return callable(getattr(worker, "reload_weights", None))
-
-
 def start_engine(settings: VLLMSettings, config: Qwen3Config, config_dir: str):
     """An in-process `vllm.LLM` for `config` (config.json in `config_dir`, from
     `write_engine_config`; dummy weights). Returns (llm, platform, sleep_enabled).
@@ -219,6 +215,14 @@ def start_engine(settings: VLLMSettings, config: Qwen3Config, config_dir: str):
             TESTED_VERSIONS[platform],
             INSTALL_HINT[platform],
         )
+    from vllm.v1.worker.gpu_worker import Worker  # the CPU and GPU workers' base class
+
+    if not callable(getattr(Worker, "reload_weights", None)):
+        raise RuntimeError(
+            f"vLLM {vllm.__version__} has no in-place weight reload (Worker.reload_weights), "
+            f"which VLLMSampler syncs weights through; install the tested version "
+            f"({INSTALL_HINT[platform]}: vLLM {TESTED_VERSIONS[platform]})"
+        )
     args = _engine_args(settings, config, platform, sleep_supported)
     try:
         llm = vllm.LLM(model=config_dir, **args)
@@ -230,12 +234,6 @@ def start_engine(settings: VLLMSettings, config: Qwen3Config, config_dir: str):
             "config.agent.max_context or config.sampler.kv_cache_bytes, or on GPUs raise "
             "config.sampler.gpu_memory_utilization (and lower config.sampler.jax_memory_fraction)"
         ) from error
-    if settings.tensor_parallel_size == 1 and not all(llm.collective_rpc(_has_reload_api)):
-        raise RuntimeError(
-            f"vLLM {vllm.__version__} has no in-place weight reload (Worker.reload_weights), "
-            f"which VLLMSampler syncs weights through; install the tested version "
-            f"({INSTALL_HINT[platform]}: vLLM {TESTED_VERSIONS[platform]})"
-        )
     return llm, platform, args["enable_sleep_mode"]
 
 
