@@ -47,7 +47,7 @@ from deepswe_jax.sampling.vllm_engine import (
     start_engine,
     write_engine_config,
 )
-from deepswe_jax.sampling.weight_stream import HFWeightExtractor, jax_to_torch, local_bytes
+from deepswe_jax.sampling.weight_stream import HFWeightExtractor, jax_to_torch
 
 logger = logging.getLogger(__name__)
 
@@ -265,24 +265,19 @@ class VLLMSampler:
         JAX processes share the engine. Records seconds and bytes in `last_sync`."""
         state = nnx.state(params, nnx.Param) if isinstance(params, nnx.Module) else params
         started = time.perf_counter()
-        peak = [0]
+        if self.owns_engine:
 
-        def torch_weights() -> Iterator[tuple[str, Any]]:
-            for name, array in self._extractor.stream(state):
-                peak[0] = max(peak[0], local_bytes(array))
-                yield name, jax_to_torch(array)
+            def torch_weights() -> Iterator[tuple[str, Any]]:
+                return ((name, jax_to_torch(a)) for name, a in self._extractor.stream(state))
 
-        if not self.owns_engine:
-            for _, array in self._extractor.stream(state):
-                peak[0] = max(peak[0], local_bytes(array))
-            sent = 0
-        else:
             self._call(lambda: self._sync_on_engine_thread(torch_weights))
-            sent = self._extractor.hf_bytes()
+        else:  # take part in the collective extraction, keep nothing
+            for _ in self._extractor.stream(state):
+                pass
         self.last_sync = {
             "seconds": time.perf_counter() - started,
-            "bytes": float(sent),
-            "peak_tensor_bytes": float(peak[0]),
+            "bytes": float(self._extractor.hf_bytes() if self.owns_engine else 0),
+            "peak_local_bytes": float(self._extractor.peak_local_bytes),
         }
 
     def _sync_on_engine_thread(self, weights: Callable[[], Iterator[tuple[str, Any]]]) -> None:

@@ -93,6 +93,7 @@ class HFWeightExtractor:
         self.untie = untie and config.tie_word_embeddings
         self._graphdef = graphdef
         self._programs: dict[Any, tuple[Any, Any]] = {}
+        self.peak_local_bytes = 0
 
     def _compiled(self, state: nnx.State) -> tuple[Any, Any]:
         out = _replicated_like(state)
@@ -114,14 +115,18 @@ class HFWeightExtractor:
 
     def stream(self, state: nnx.State) -> Iterator[tuple[str, jax.Array]]:
         """`(hf_name, array)` for every weight, in `save_hf_checkpoint`'s order; each array is
-        whole (replicated) on the devices of `state`. A collective with several processes."""
+        whole (replicated) on the devices of `state`. A collective with several processes.
+        `peak_local_bytes` records the most bytes one program's output held on this process."""
         top_level, one_layer = self._compiled(state)
         top = top_level(state)
+        self.peak_local_bytes = sum(local_bytes(a) for a in top.values())
         if self.untie:
             top[LM_HEAD_NAME] = top[EMBED_NAME]
         yield EMBED_NAME, top.pop(EMBED_NAME)
         for layer in range(self.config.num_hidden_layers):
             tensors = one_layer(state, jnp.int32(layer))
+            layer_bytes = sum(local_bytes(a) for a in tensors.values())
+            self.peak_local_bytes = max(self.peak_local_bytes, layer_bytes)
             for param in HF_LAYER_NAMES:
                 yield hf_layer_name(layer, param), tensors.pop(param)
         yield FINAL_NORM_NAME, top.pop(FINAL_NORM_NAME)
