@@ -11,6 +11,7 @@ another seed's.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -51,12 +52,12 @@ def worker(out_dir: Path) -> None:
 
     from deepswe_jax.rl import loop
     from deepswe_jax.sampling import GenerateRequest, SamplingParams
-    from deepswe_jax.sampling.weight_stream import local_bytes
 
     config = small_config()
     rules = loop.sharding_rules(config)
     trainer = loop.make_trainer(config, rules)
     params = loop.initial_params(config, trainer.mesh, rules)
+    sampler = loop.make_sampler(config, trainer, params, rules, seed=0)
     host_gathers = []
     for module, name in ((multihost_utils, "process_allgather"), (jax, "device_get")):
         original = getattr(module, name)
@@ -68,10 +69,16 @@ def worker(out_dir: Path) -> None:
         setattr(module, name, counted)
 
     def live_local_bytes() -> int:
-        return sum(local_bytes(array) for array in jax.live_arrays())
+        """Bytes of distinct buffers on this process's devices (a global array and its shards'
+        arrays share theirs)."""
+        gc.collect()
+        buffers = {}
+        for array in jax.live_arrays():
+            for shard in array.addressable_shards:
+                buffers[shard.data.unsafe_buffer_pointer()] = shard.data.nbytes
+        return sum(buffers.values())
 
     before = live_local_bytes()
-    sampler = loop.make_sampler(config, trainer, params, rules, seed=0)
     sampler.sync_weights(loop.published_weights(params, sampler))
     result = {
         "owns_engine": sampler.owns_engine,
@@ -147,7 +154,8 @@ def test_two_processes_sync_into_one_engine_owned_by_the_first(tmp_path: Path):
     assert (
         other["last_sync"]["peak_local_bytes"] < other["local_devices"] * owner["model_bytes"] / 2
     )
-    assert abs(other["held_after_sync"]) < 64 << 10
+    for process in (owner, other):  # no JAX copy of the weights outlives the sync
+        assert abs(process["held_after_sync"]) < 64 << 10
 
     # The engine got the trainer's params: same seed, same checksums in one process.
     params = jax.tree.leaves(nnx.state(model_factory(config)(), nnx.Param))

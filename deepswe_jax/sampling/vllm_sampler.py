@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import itertools
 import logging
 import tempfile
@@ -36,7 +37,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
+import numpy as np
 from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from deepswe_jax.model import Qwen3ForCausalLM
 from deepswe_jax.sampling.base import Completion, GenerateRequest, SamplingParams
@@ -95,6 +98,8 @@ class VLLMSampler:
         self._asleep = False
         self._failure: BaseException | None = None
         self._closed = False
+        if jax.process_count() > 1:
+            _connect_all_devices()
         if not self.owns_engine:
             return
         self._config_dir = tempfile.TemporaryDirectory(prefix="vllm-config-")
@@ -271,6 +276,7 @@ class VLLMSampler:
                 return ((name, jax_to_torch(a)) for name, a in self._extractor.stream(state))
 
             self._call(lambda: self._sync_on_engine_thread(torch_weights))
+            gc.collect()  # vLLM's reload bookkeeping keeps the last layers' arrays in cycles
         else:  # take part in the collective extraction, keep nothing
             for _ in self._extractor.stream(state):
                 pass
@@ -330,6 +336,19 @@ class VLLMSampler:
         for request_id in list(self._waiters):
             self._deliver(request_id, RuntimeError("VLLMSampler closed before the request ended"))
         self._config_dir.cleanup()
+
+
+def _connect_all_devices() -> None:
+    """One collective over every device of every process, before the engine starts. It sets up
+    the communicator the weight extraction uses (the trainer's mesh spans every device): set up
+    later, its first use would time out (gloo: after 30 s) waiting for an owner that is still
+    starting its engine, whereas a waiting collective on a set-up communicator does not."""
+    mesh = Mesh(np.array(jax.devices()), ("devices",))
+    spread = jax.make_array_from_callback(
+        (mesh.size,), NamedSharding(mesh, PartitionSpec("devices")), lambda index: np.zeros(1)
+    )
+    gather = jax.jit(lambda x: x, out_shardings=NamedSharding(mesh, PartitionSpec()))
+    jax.block_until_ready(gather(spread))
 
 
 def _completion(output) -> Completion:

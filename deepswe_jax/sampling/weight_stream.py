@@ -118,13 +118,13 @@ class HFWeightExtractor:
         whole (replicated) on the devices of `state`. A collective with several processes.
         `peak_local_bytes` records the most bytes one program's output held on this process."""
         top_level, one_layer = self._compiled(state)
-        top = top_level(state)
+        top = jax.block_until_ready(top_level(state))  # one program's output alive at a time
         self.peak_local_bytes = sum(local_bytes(a) for a in top.values())
         if self.untie:
             top[LM_HEAD_NAME] = top[EMBED_NAME]
         yield EMBED_NAME, top.pop(EMBED_NAME)
         for layer in range(self.config.num_hidden_layers):
-            tensors = one_layer(state, jnp.int32(layer))
+            tensors = jax.block_until_ready(one_layer(state, jnp.int32(layer)))
             layer_bytes = sum(local_bytes(a) for a in tensors.values())
             self.peak_local_bytes = max(self.peak_local_bytes, layer_bytes)
             for param in HF_LAYER_NAMES:
