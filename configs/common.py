@@ -18,9 +18,15 @@ Experiment configs start from `get_config()` and change what differs. Field mean
                        at most max_staleness updates old (rl/overlap.py).
   agent.*              episode limits (tokens, steps, seconds); past submit_notice_tokens
                        response tokens the agent is told to submit (28K of 32K in DeepSWE).
+                       interface: what the agent is shown and how its calls run,
+                       'deepswe_jax' (ours) | 'r2egym' (R2E-Gym's as DeepSWE-Preview was trained
+                       with, byte for byte; agent/r2egym.py); prompts_file: R2E-Gym's prompts
+                       for 'r2egym' (its edit_non_fn_calling.yaml or rLLM's system_prompts.py;
+                       required there, '' for ours).
   sampler.*            rollout sampler ('jax' | 'vllm') and sampling parameters; the vLLM
                        engine's settings and its colocation with the trainer (dtype, memory,
-                       tensor parallelism, sleep, JAX's memory fraction; see the comments).
+                       tensor parallelism, sleep, JAX's memory fraction; see the comments;
+                       launch/plan_memory.py --sampler plans the engines' memory).
   env.*                task file, environment limits (mem_limit and cpus hold for Docker
                        containers and Kubernetes pods alike; pids_limit for Docker only) and
                        backend: 'docker' (containers on docker_hosts, or the local engine) |
@@ -96,6 +102,8 @@ def get_config() -> ml_collections.ConfigDict:
             trajectory_timeout=5400.0,
             reward_timeout=300.0,
             submit_notice_tokens=28672,
+            interface="deepswe_jax",
+            prompts_file="",
         )
     )
     config.sampler = ml_collections.ConfigDict(
@@ -114,8 +122,9 @@ def get_config() -> ml_collections.ConfigDict:
             # 'auto' (the installed vLLM build's platform) | 'cuda' | 'cpu'.
             device="auto",
             # GPU: fraction of each device's memory the engine may take (weights, KV cache,
-            # activations); must fit beside what JAX holds (jax_memory_fraction).
-            gpu_memory_utilization=0.5,
+            # activations): 0.9 for an engine alone (evaluation); beside the trainer it must
+            # fit with what JAX holds (jax_memory_fraction; configs/deepswe_qwen3_32b.py).
+            gpu_memory_utilization=0.9,
             # KV-cache bytes per engine; 0 = from gpu_memory_utilization (GPU), or room for
             # max_batch sequences of the longest context (CPU).
             kv_cache_bytes=0,
@@ -143,7 +152,7 @@ def get_config() -> ml_collections.ConfigDict:
             # Docker endpoints (unix://, tcp://, ssh://); empty: the local engine.
             docker_hosts=(),
             envs_per_host=0,
-            # backend='kubernetes' (env.k8s_runtime.K8sPodFactory; its defaults).
+            # backend='kubernetes': env.k8s_pods.K8sPodSettings (same names and defaults).
             kubernetes=ml_collections.ConfigDict(
                 dict(
                     # Credentials: '' is the in-cluster service account, else $KUBECONFIG or

@@ -58,7 +58,7 @@ class VLLMSettings:
     max_batch: int = 256
     dtype: str = "bfloat16"
     device: str = "auto"
-    gpu_memory_utilization: float = 0.5
+    gpu_memory_utilization: float = 0.9
     kv_cache_bytes: int = 0
     tensor_parallel_size: int = 1
     sleep: bool = True
