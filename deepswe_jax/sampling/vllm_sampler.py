@@ -121,12 +121,13 @@ class VLLMSampler:
 
     # -- generation ------------------------------------------------------------------------
 
-    def _vllm_params(self, params: SamplingParams):
+    def _vllm_params(self, params: SamplingParams, prompt_len: int):
         return self._vllm.SamplingParams(
             temperature=params.temperature,
             top_p=params.top_p,
             top_k=params.top_k if params.top_k > 0 else -1,
-            max_tokens=params.max_new_tokens,
+            # As JaxSampler: a completion ends with 'length' when the context is full.
+            max_tokens=min(params.max_new_tokens, self.settings.max_model_len - prompt_len),
             stop_token_ids=list(params.stop_token_ids),
             ignore_eos=True,  # stop exactly on the caller's stop_token_ids, as JaxSampler does
             logprobs=0,  # the sampled token's logprob only
@@ -176,12 +177,19 @@ class VLLMSampler:
 
         def add() -> None:
             for request_id, request in zip(ids, requests, strict=True):
-                if request_id in self._waiters:  # not cancelled while queued
-                    self._engine.add_request(
-                        request_id,
-                        {"prompt_token_ids": list(request.prompt_ids)},
-                        self._vllm_params(request.params),
-                    )
+                if request_id not in self._waiters:  # cancelled while queued
+                    continue
+                if request.params.max_new_tokens == 0:  # vLLM refuses max_tokens=0
+                    self._deliver(request_id, Completion((), (), "length"))
+                    continue
+                try:
+                    vllm_params = self._vllm_params(request.params, len(request.prompt_ids))
+                except ValueError as error:  # refused parameters fail this request only
+                    self._deliver(request_id, error)
+                    continue
+                self._engine.add_request(
+                    request_id, {"prompt_token_ids": list(request.prompt_ids)}, vllm_params
+                )
 
         self._submit(add)
         try:

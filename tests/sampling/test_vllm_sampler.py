@@ -137,6 +137,18 @@ def test_cancelled_generate_leaves_no_unfinished_request(sampler):
     assert len(asyncio.run(sampler.generate(requests()[:1]))[0].token_ids) == NEW_TOKENS
 
 
+def test_context_caps_the_completion_and_empty_budgets_return_at_once(sampler):
+    prompt = prompts()[-1]  # 150 tokens: room for 170 more in MAX_LEN
+    long, empty = (
+        GenerateRequest(prompt, SamplingParams(temperature=0.0, max_new_tokens=n)) for n in (999, 0)
+    )
+    capped, nothing = asyncio.run(sampler.generate([long, empty]))
+    assert len(capped.token_ids) == MAX_LEN - len(prompt) and capped.finish_reason == "length"
+    assert nothing.token_ids == () and nothing.finish_reason == "length"
+    with pytest.raises(ValueError, match="no room in max_model_len"):
+        asyncio.run(sampler.generate([GenerateRequest((1,) * MAX_LEN, empty.params)]))
+
+
 def test_bad_settings_say_what_to_change(model, tmp_path, monkeypatch):
     settings = VLLMSettings(max_model_len=MAX_LEN, max_batch=8, dtype="float32")
     with pytest.raises(ValueError, match="no config.json.*config.sampler.hf_dir"):
