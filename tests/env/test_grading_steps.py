@@ -12,8 +12,10 @@ import textwrap
 import pytest
 
 from deepswe_jax.env import grading
-from deepswe_jax.env.grading import GradingSession, grade_patch, restore_test_files
-from deepswe_jax.env.harness import PytestHarness, R2EHarness, Verdict, harness_for
+from deepswe_jax.env.grading import GradingSession, grade_patch, harness_for, restore_test_files
+from deepswe_jax.env.harness import PytestHarness, Verdict
+from deepswe_jax.env.harness_r2egym import R2EHarness
+from deepswe_jax.env.harness_swebench import SwebenchHarness
 from deepswe_jax.env.runtime import EnvironmentUnavailableError, MissingImageError
 from deepswe_jax.env.tasks import Task
 from tests.env.fake_runtime import ScriptedFactory, ScriptedRuntime
@@ -30,8 +32,11 @@ PASSING_LOG = textwrap.dedent(
     ============================== 2 passed in 0.01s ===============================
     """
 )
-# git status -z: a new conftest.py, an edited test file, a fix, a new pytest.ini in a subfolder.
-CHANGED = "?? conftest.py\0 M tests/test_calc.py\0 M calc.py\0?? pkg/pytest.ini\0"
+# git status -z after the patch: a new conftest.py, an edited test file, a fix, a new pytest.ini
+# in a subfolder; before it, an untracked tests/ folder of the image that the patch left alone.
+BEFORE = "?? build/tests/conftest.py\0"
+CHANGED = "?? conftest.py\0 M tests/test_calc.py\0 M calc.py\0?? pkg/pytest.ini\0" + BEFORE
+CHANGES = CHANGED + grading.STATUS_SEPARATOR + BEFORE
 
 
 def make_task(**fields) -> Task:
@@ -54,10 +59,10 @@ def repository(fail: str = "", test_log: str = PASSING_LOG):
     'timeout') fails; the test run prints `test_log`."""
 
     def respond(cmd: str) -> tuple[int | None, str]:
-        if cmd.startswith("git apply --verbose /tmp/deepswe_model.patch"):
+        if cmd == grading._apply_cmd(grading.PATCH_FILE):
             return (1, "error: patch failed") if fail == "apply" else (0, "Applied")
-        if cmd == grading.GIT_STATUS_CMD:
-            return 0, CHANGED
+        if cmd == grading.CHANGES_CMD:
+            return 0, CHANGES
         if cmd == grading.RESTORE_CMD:
             return (1, "checkout failed") if fail == "restore" else (0, "restored")
         if cmd.startswith("git apply --verbose /tmp/deepswe_test.patch"):
@@ -81,7 +86,7 @@ def test_the_steps_run_in_order_in_one_fresh_runtime_and_their_log_is_kept():
     test_cmd = PytestHarness().command(task)
     assert runtime.commands == [
         grading._apply_cmd(grading.PATCH_FILE),
-        grading.GIT_STATUS_CMD,
+        grading.CHANGES_CMD,
         grading.RESTORE_CMD,
         f"git apply --verbose {grading.TEST_PATCH_FILE}",
         f"timeout -k 5 60 bash -c {shlex.quote(test_cmd)}",
@@ -91,7 +96,7 @@ def test_the_steps_run_in_order_in_one_fresh_runtime_and_their_log_is_kept():
         grading.PROTECTED_LIST_FILE: b"conftest.py\0tests/test_calc.py\0pkg/pytest.ini\0",
         grading.TEST_PATCH_FILE: TEST_PATCH.encode(),
     }
-    outputs = ["Applied", CHANGED, "restored", "Applied", PASSING_LOG]
+    outputs = ["Applied", CHANGES, "restored", "Applied", PASSING_LOG]
     logged = [grading._apply_cmd(grading.PATCH_FILE), *runtime.commands[1:4], test_cmd]
     assert result.test_log == "\n".join(
         f"$ {cmd}\n{output}" for cmd, output in zip(logged, outputs, strict=True)
@@ -143,6 +148,7 @@ def test_an_empty_patch_skips_apply_and_restore_but_still_runs_the_tests():
         ["git", "apply"],
         ["timeout", "-k"],
     ]
+    assert result.to_report()["calc-1"]["patch_exists"] is False
 
 
 def test_restore_only_touches_protected_paths():
@@ -151,15 +157,18 @@ def test_restore_only_touches_protected_paths():
     assert restore_test_files(GradingSession(runtime), make_task())
     protected = runtime.files[grading.PROTECTED_LIST_FILE].split(b"\0")
     assert b"calc.py" not in protected and b"pkg/pytest.ini" in protected
+    assert b"build/tests/conftest.py" not in protected  # the image's, there before the patch
     clean = ScriptedRuntime("img", "r", lambda cmd: (0, " M calc.py\0"))
     clean.start()
     assert restore_test_files(GradingSession(clean), make_task())
-    assert clean.commands == [grading.GIT_STATUS_CMD]  # nothing to restore: no restore command
+    assert clean.commands == [grading.CHANGES_CMD]  # nothing to restore: no restore command
 
 
 @dataclasses.dataclass(frozen=True)
 class MarkerHarness:
     """A harness of another benchmark: its own command, resolved when the log says OK."""
+
+    applies_test_patch: bool = False
 
     def command(self, task: Task) -> str:
         return f"run-benchmark-tests {task.instance_id}"
@@ -184,8 +193,9 @@ def test_a_harness_decides_how_tests_run_and_how_their_log_is_scored(log, status
     assert result.test_log.endswith(f"$ run-benchmark-tests calc-1\n{log}")
 
 
-def test_harness_for_picks_r2e_for_an_expected_status_map():
+def test_harness_for_picks_by_layout_and_expected_status_map():
     assert isinstance(harness_for(make_task()), PytestHarness)
+    assert isinstance(harness_for(make_task(layout="swebench")), SwebenchHarness)
     r2e = make_task(expected_output_json={"test_add": "PASSED", "test_mul": "FAILED"})
     assert isinstance(harness_for(r2e), R2EHarness)
     log = PASSING_LOG.replace(

@@ -10,7 +10,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from deepswe_jax.env.tasks import (
-    R2E_TEST_CMD,
     TaskFormatError,
     is_test_path,
     load_tasks,
@@ -179,7 +178,8 @@ def test_r2e_gym_row_rebuilds_patches_that_apply(tmp_path):
     assert task.instance_id == "calc__" + "b" * 40
     assert task.base_commit == "a" * 40 and task.image.startswith("namanjain12/calc_final:")
     assert task.expected_output_json == {"test_add": "PASSED"}
-    assert task.test_cmd == R2E_TEST_CMD and task.FAIL_TO_PASS == () and task.PASS_TO_PASS == ()
+    assert task.test_cmd is None and task.FAIL_TO_PASS == () and task.PASS_TO_PASS == ()
+    assert task.layout == "r2egym"
     assert "calc.py" in task.patch and "tests/" not in task.patch
     assert "tests/test_calc.py" in task.test_patch and "calc.py b/calc.py" not in task.test_patch
     (tmp_path / "calc.py").write_text(OLD_CODE)
