@@ -93,15 +93,16 @@ STATUS_BEFORE_FILE = "/tmp/deepswe_status_before"
 GIT_STATUS_CMD = (
     "git status --porcelain=v1 -z --untracked-files=all --ignored=traditional --no-renames"
 )
-# Separates the status after the patch from the one before it in CHANGES_CMD's output.
-STATUS_SEPARATOR = "\0--deepswe-status-before--\0"
-CHANGES_CMD = f"{GIT_STATUS_CMD}; printf '{STATUS_SEPARATOR}'; cat {STATUS_BEFORE_FILE}"
 # Deletes each path of PROTECTED_LIST_FILE and checks it out again where HEAD has it.
 RESTORE_CMD = (
     "while IFS= read -r -d '' p; do rm -rf -- \"$p\"; "
     'if git cat-file -e "HEAD:$p" 2>/dev/null; then git checkout -q HEAD -- "$p"; fi; '
     f"done < {PROTECTED_LIST_FILE} && echo restored test files: $(tr '\\0' ' ' < {PROTECTED_LIST_FILE})"
 )
+# Separates the status after the patch from the one before it in CHANGES_CMD's output.
+STATUS_MARK = "--deepswe-status-before--"
+STATUS_SEPARATOR = f"\0{STATUS_MARK}\0"
+CHANGES_CMD = f"{GIT_STATUS_CMD} && printf '\\0{STATUS_MARK}\\0' && cat {STATUS_BEFORE_FILE}"
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,7 @@ def harness_for(task: Task) -> Harness:
     """R2EHarness for tasks with `expected_output_json`, SwebenchHarness for the swebench
     layout, else PytestHarness."""
     if task.expected_output_json is not None:
-        return R2EHarness()
+        return R2EHarness(applies_test_patch=task.layout == "r2egym")
     if task.layout == "swebench":
         return SwebenchHarness()
     return PytestHarness()
@@ -286,6 +287,8 @@ def restore_test_files(session: GradingSession, task: Task) -> bool:
     when new there); False when restoring failed. Files that were already there before the
     patch (an image's untracked files, e.g. a .venv) are left alone."""
     changes = session.run(CHANGES_CMD)
+    if changes.exit_code != 0:
+        return False
     explicit = protected_paths(task)
     discard = [path for path in _changed_paths(changes.output) if is_protected(path, explicit)]
     if not discard:

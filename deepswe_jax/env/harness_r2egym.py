@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from deepswe_jax.env.harness import Verdict, empty_tests_status, summary_lines
+from deepswe_jax.env.harness import Verdict, default_test_cmd, empty_tests_status, summary_lines
 from deepswe_jax.env.layouts import R2E_PATH
 from deepswe_jax.env.tasks import Task
 
@@ -63,12 +63,18 @@ def r2e_matches(observed: dict[str, str], expected: dict[str, str]) -> bool:
 @dataclass(frozen=True)
 class R2EHarness:
     """R2E-Gym's exact status map (see the module docstring); PASS_TO_PASS lists the expected
-    tests whose status matched / did not."""
+    tests whose status matched / did not.
 
-    applies_test_patch: bool = True  # the tests come with the image, at /r2e_tests
+    In R2E-Gym images (layout r2egym) the tests come with the image and run through its
+    run_tests.sh; a task of another layout graded by an expected map gets its test_patch applied
+    by the grader and runs `task.test_cmd` (default: pytest -rA on the whole suite)."""
+
+    applies_test_patch: bool = True
 
     def command(self, task: Task) -> str:
-        return task.test_cmd or RUN_TESTS_CMD
+        if task.test_cmd:
+            return task.test_cmd
+        return RUN_TESTS_CMD if task.layout == "r2egym" else default_test_cmd(())
 
     def score(self, task: Task, log: str) -> Verdict:
         observed = r2e_status_map(log)

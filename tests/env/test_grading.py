@@ -93,6 +93,7 @@ def test_gold_patch_resolves_and_report_matches_swebench(tiny_task, docker_clien
             "patch_exists": True,
             "patch_successfully_applied": True,
             "resolved": True,
+            "infra_failure": False,
             "tests_status": result.tests_status,
         }
     }
