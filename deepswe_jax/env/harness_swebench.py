@@ -46,7 +46,7 @@ DEFAULT_TEST_CMD = "pytest -rA"
 PYTEST_PARSERS = frozenset(
     {"parse_log_pytest", "parse_log_pytest_options", "parse_log_pytest_v2", "parse_log_matplotlib"}
 )
-_DIFF_TARGET = re.compile(r"^diff --git a/.* b/(.*)$", re.MULTILINE)
+_DIFF_TARGET = re.compile(r"^\+\+\+ b/(.*?)(?:\t.*)?$", re.MULTILINE)
 
 
 class SwebenchRowError(ValueError):

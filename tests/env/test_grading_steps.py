@@ -207,3 +207,50 @@ def test_harness_for_picks_by_layout_and_expected_status_map():
         "test_mul",
     ]
     assert not PytestHarness().score(make_task(), log).resolved
+
+
+HARNESS_SECTIONS = (
+    "diff --git a/run_tests.sh b/run_tests.sh\n--- a/run_tests.sh\n+++ b/run_tests.sh\n"
+    "@@ -1 +1 @@\n-pytest -rA r2e_tests\n+echo PASSED\n"
+    "diff --git a/.venv/bin/python b/.venv/bin/python\nnew file mode 100755\n"
+    "--- /dev/null\n+++ b/.venv/bin/python\n@@ -0,0 +1 @@\n+#!/bin/sh\n"
+    "diff --git a/r2e_tests/test_1.py b/r2e_tests/test_1.py\nnew file mode 100644\n"
+    "--- /dev/null\n+++ b/r2e_tests/test_1.py\n@@ -0,0 +1 @@\n+def test_x(): pass\n"
+)
+
+
+def test_harness_files_never_enter_the_graded_patch_of_an_r2e_gym_task():
+    code = "diff --git a/calc.py b/calc.py\n" + PATCH + "\n"
+    task = make_task(layout="r2egym", expected_output_json={"test_add": "PASSED"})
+    factory = ScriptedFactory(repository())
+    grade_patch(task, HARNESS_SECTIONS + code, runtime_factory=factory)
+    assert factory.made[0].files[grading.PATCH_FILE] == code.encode()
+    # R2E-Gym images bring their tests: no test patch is applied, run_tests.sh runs /r2e_tests.
+    assert not any("deepswe_test.patch" in cmd for cmd in factory.made[0].commands)
+    assert "bash /testbed/run_tests.sh" in factory.made[0].commands[-1]
+    plain = "--- a/run_tests.sh\n+++ b/run_tests.sh\n@@ -1 +1 @@\n-a\n+b\n" + PATCH + "\n"
+    assert grading.without_paths(plain, ["run_tests.sh"]) == PATCH + "\n"
+    assert grading.without_paths(code, ["calc"]) == code  # a path, not a prefix of a name
+
+
+def test_swebench_row_without_eval_script_gets_one_of_swebench_shape():
+    task = make_task(layout="swebench", repo="pydata/xarray", version="0.12")
+    script = SwebenchHarness().command(task)
+    lines = script.splitlines()
+    assert lines[:4] == [
+        "#!/bin/bash",
+        "set -uxo pipefail",
+        "source /opt/miniconda3/bin/activate",
+        "conda activate testbed",
+    ]
+    start = lines.index(": '>>>>> Start Test Output'")
+    assert lines[start + 1 : start + 4] == [
+        "pytest -rA tests/test_calc.py",
+        "SWEBENCH_TEST_EXIT_CODE=$?",  # swebench's make_test_spec records the exit code
+        ": '>>>>> End Test Output'",
+    ]
+    assert f"git checkout {task.base_commit} tests/test_calc.py" in lines
+    django = make_task(layout="swebench", repo="django/django")
+    result = grade_patch(django, PATCH, runtime_factory=ScriptedFactory(repository()))
+    assert result.status == "infra_error" and "has no eval_script" in result.error
+    assert "parse_log_django" in result.error and "SWE-bench/SWE-bench_Verified" in result.error
