@@ -162,7 +162,7 @@ def load_tasks(path_or_dataset: Any, *, root: str | os.PathLike | None = None) -
     """
     if isinstance(path_or_dataset, (str, os.PathLike)):
         path = Path(path_or_dataset).expanduser().resolve()
-        rows = _read_rows(path)
+        rows = read_rows(path)
         base_dir = (
             Path(root).resolve() if root is not None else (path if path.is_dir() else path.parent)
         )
@@ -342,7 +342,8 @@ def unified_diff(path: str, old: str | None, new: str | None) -> str:
     return "".join(header + hunks)
 
 
-def _read_rows(path: Path) -> list[Any]:
+def read_rows(path: Path) -> list[Any]:
+    """The rows of a task file (.jsonl, .json, .parquet) or a `datasets` save_to_disk folder."""
     if not path.exists():
         raise FileNotFoundError(f"task file {path} does not exist")
     if path.is_dir():
