@@ -116,6 +116,13 @@ def test_r2e_row_graded_as_r2e_gym_grades_it(rows, docker_client, run_label):
     assert empty.tests_status["PASS_TO_PASS"]["failure"] == ["test_semicolon_comment"]
 
 
+# Where `python` points in the repository's environment, for the agent's commands.
+AGENT_PYTHON = {
+    "swebench": "/opt/miniconda3/envs/testbed/bin/python",
+    "r2egym": "/root/.venv/bin/python",
+}
+
+
 @pytest.mark.parametrize("name", ["django", "sympy", "textfmt", "r2e"])
 def test_agent_tools_run_in_the_image_environment_and_the_patch_is_the_edit(name, rows, run_label):
     row = rows[name]
@@ -124,18 +131,23 @@ def test_agent_tools_run_in_the_image_environment_and_the_patch_is_the_edit(name
         async with EnvPool(max_envs=1, run_label=run_label, build_images=False) as pool:
             async with pool.acquire(row.task) as env:
                 imported = await env.step(
-                    "execute_bash", {"cmd": f'python -c "import {row.dependency}; print(1 + 1)"'}
+                    "execute_bash",
+                    {"cmd": f'python -c "import {row.dependency}"; command -v python'},
                 )
-                outside = await env.run(f'python3 -c "import {row.dependency}"')
+                # The tool server's own environment: the image's python3, not the repository's.
+                server = await env.run(f'command -v python3; python3 -c "import {row.dependency}"')
                 edited = await env.step(
                     "execute_bash", {"cmd": f"echo '# edited' >> {row.edit_path} && git status"}
                 )
                 hidden = await env.run("ls /r2e_tests /testbed/run_tests.sh 2>&1; true")
-                return imported, outside, edited, hidden, await env.patch()
+                return imported, server, edited, hidden, await env.patch()
 
-    imported, outside, edited, hidden, patch = asyncio.run(episode())
-    assert imported.exit_code == 0 and "2" in imported.observation, imported.observation
-    assert outside.exit_code != 0  # the container's own python3 lacks it: the activation did it
+    imported, server, edited, hidden, patch = asyncio.run(episode())
+    assert imported.exit_code == 0, imported.observation
+    assert AGENT_PYTHON[row.task.layout] in imported.observation
+    assert server.exit_code != 0 and "ModuleNotFoundError" in server.output
+    server_python = server.output.splitlines()[0]
+    assert server_python in ("/opt/miniconda3/bin/python3", "/usr/bin/python3"), server.output
     assert edited.exit_code == 0, edited.observation
     assert patch_paths(patch) == {row.edit_path}, patch
     assert patch.rstrip().endswith("+# edited")
