@@ -100,7 +100,9 @@ def build_image(
                 shutil.copy2(source, context / target)
         (context / "Dockerfile").write_text(dockerfile)
         digest = hashlib.sha256()
-        for path in sorted(p for p in context.rglob("*") if p.is_file()):
+        # testbed/.git holds file stats of this checkout; the files it commits are hashed.
+        files_to_hash = (p for p in context.rglob("*") if p.is_file() and ".git" not in p.parts)
+        for path in sorted(files_to_hash):
             digest.update(f"{path.relative_to(context)}\0{path.stat().st_mode & 0o111}\0".encode())
             digest.update(path.read_bytes())
         tag = f"deepswe-test/{name}:{digest.hexdigest()[:12]}"
