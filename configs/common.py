@@ -18,8 +18,15 @@ Experiment configs start from `get_config()` and change what differs. Field mean
                        at most max_staleness updates old (rl/overlap.py).
   agent.*              episode limits (tokens, steps, seconds); past submit_notice_tokens
                        response tokens the agent is told to submit (28K of 32K in DeepSWE).
+                       interface: what the agent is shown and how its calls run,
+                       'deepswe_jax' (ours) | 'r2egym' (R2E-Gym's as DeepSWE-Preview was trained
+                       with, byte for byte; agent/r2egym.py); prompts_file: R2E-Gym's prompts
+                       for 'r2egym' (its edit_non_fn_calling.yaml or rLLM's system_prompts.py;
+                       required there, '' for ours).
   sampler.*            rollout sampler and sampling parameters; hf_dir: HF weights for vLLM
-                       ('' = config.init_from).
+                       ('' = config.init_from); tensor_parallel_size: devices per vLLM engine;
+                       gpu_memory_utilization: the share of each device an engine may use
+                       (launch/plan_memory.py --sampler plans both).
   env.*                task file, environment limits (mem_limit and cpus hold for Docker
                        containers and Kubernetes pods alike; pids_limit for Docker only) and
                        backend: 'docker' (containers on docker_hosts, or the local engine) |
@@ -95,10 +102,21 @@ def get_config() -> ml_collections.ConfigDict:
             trajectory_timeout=5400.0,
             reward_timeout=300.0,
             submit_notice_tokens=28672,
+            interface="deepswe_jax",
+            prompts_file="",
         )
     )
     config.sampler = ml_collections.ConfigDict(
-        dict(kind="vllm", temperature=1.0, top_p=1.0, top_k=0, max_batch=512, hf_dir="")
+        dict(
+            kind="vllm",
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+            max_batch=512,
+            hf_dir="",
+            tensor_parallel_size=1,
+            gpu_memory_utilization=0.9,
+        )
     )
     config.env = ml_collections.ConfigDict(
         dict(

@@ -39,7 +39,7 @@ import ml_collections
 import numpy as np
 from flax import nnx
 
-from deepswe_jax.agent.rollout import collect_rollouts
+from deepswe_jax.agent.rollout import EpisodeSettings, collect_rollouts
 from deepswe_jax.agent.trajectory import Trajectory, trajectories_path, write_trajectories
 from deepswe_jax.checkpoint import (
     TrainCheckpoints,
@@ -316,6 +316,7 @@ def train(
     sampler / env_pool / tasks: use these instead of the ones config describes (tests pass a
     ScriptedSampler and an in-memory pool); the caller closes what it passes.
     """
+    EpisodeSettings.from_config(config)  # refuses bad agent settings before anything starts
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     tasks = list(tasks) if tasks is not None else load_task_list(config)
