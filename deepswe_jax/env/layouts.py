@@ -57,6 +57,11 @@ rm -rf /r2e_tests /testbed/r2e_tests
 """
 
 
+# R2E-Gym's setup_env_swebench: /root/.venv is the testbed environment, so commands run with
+# R2E-Gym's PATH (the r2egym agent interface, env/r2egym.py) use the repository's Python.
+SWEBENCH_SETUP = "ln -sfn /opt/miniconda3/envs/testbed /root/.venv\n"
+
+
 class LayoutError(RuntimeError):
     """The image does not have the layout its task names (e.g. no conda `testbed`)."""
 
@@ -84,7 +89,9 @@ class Layout:
 LAYOUTS: dict[str, Layout] = {
     "deepswe": Layout("deepswe"),
     "swebench": Layout(
-        "swebench", activate="source /opt/miniconda3/bin/activate && conda activate testbed"
+        "swebench",
+        activate="source /opt/miniconda3/bin/activate && conda activate testbed",
+        setup=SWEBENCH_SETUP,
     ),
     "r2egym": Layout(
         "r2egym",

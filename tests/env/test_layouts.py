@@ -23,6 +23,7 @@ from swebench.harness.grading import (
 )
 from swebench.harness.utils import make_test_spec
 
+from deepswe_jax.env import r2egym
 from deepswe_jax.env.grading import grade_patch, patch_paths
 from deepswe_jax.env.harness import PytestHarness
 from deepswe_jax.env.harness_swebench import SwebenchHarness
@@ -140,15 +141,22 @@ def test_agent_tools_run_in_the_image_environment_and_the_patch_is_the_edit(name
                     "execute_bash", {"cmd": f"echo '# edited' >> {row.edit_path} && git status"}
                 )
                 hidden = await env.run("ls /r2e_tests /testbed/run_tests.sh 2>&1; true")
-                return imported, server, edited, hidden, await env.patch()
+                # R2E-Gym's own tools (the r2egym interface) run with R2E-Gym's PATH: the
+                # layout's /root/.venv link makes that the repository's environment too.
+                await r2egym.install_tools(env)
+                original = await r2egym.call_tool(
+                    env, "execute_bash", {"cmd": f'python -c "import {row.dependency}"'}, timeout=60
+                )
+                return imported, server, edited, hidden, original, await env.patch()
 
-    imported, server, edited, hidden, patch = asyncio.run(episode())
+    imported, server, edited, hidden, original, patch = asyncio.run(episode())
     assert imported.exit_code == 0, imported.observation
     assert AGENT_PYTHON[row.task.layout] in imported.observation
     assert server.exit_code != 0 and "ModuleNotFoundError" in server.output
     server_python = server.output.splitlines()[0]
     assert server_python in ("/opt/miniconda3/bin/python3", "/usr/bin/python3"), server.output
     assert edited.exit_code == 0, edited.observation
+    assert original.exit_code == 0, original.output
     assert patch_paths(patch) == {row.edit_path}, patch
     assert patch.rstrip().endswith("+# edited")
     if name == "r2e":  # R2E-Gym's set-up: runner moved out of /testbed; hidden tests gone
