@@ -40,7 +40,6 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 from typing import Any
 
 from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
@@ -54,37 +53,13 @@ from deepswe_jax.env.harness import (
 from deepswe_jax.env.harness_r2egym import R2EHarness
 from deepswe_jax.env.harness_swebench import SwebenchHarness
 from deepswe_jax.env.layouts import LAYOUTS
+from deepswe_jax.env.patches import is_protected, protected_paths, without_paths
 from deepswe_jax.env.runtime import ExecResult, Runtime, RuntimeFactory
-from deepswe_jax.env.tasks import TEST_DIR_NAMES, Task, is_test_path
+from deepswe_jax.env.tasks import Task
 
 DEFAULT_TIMEOUT = 300.0
 # Memory limit of a Docker grading container (a runtime_factory's runtimes have its limits).
 GRADING_MEM_LIMIT = "2g"
-PYTEST_CONFIG_NAMES = frozenset(
-    {
-        "conftest.py",
-        "pytest.ini",
-        ".pytest.ini",
-        "pytest.toml",
-        ".pytest.toml",
-        "tox.ini",
-        "setup.cfg",
-        "pyproject.toml",
-    }
-)
-# Top-level names that `python3 -m pytest` (cwd first on sys.path) would import instead of the real ones.
-SHADOWING_NAMES = frozenset(
-    {
-        "pytest.py",
-        "pytest",
-        "_pytest",
-        "py.py",
-        "pluggy",
-        "iniconfig",
-        "sitecustomize.py",
-        "usercustomize.py",
-    }
-)
 STATUSES = ("resolved", "unresolved", "apply_failed", "timeout", "infra_error", "empty_patch")
 PATCH_FILE = "/tmp/deepswe_model.patch"
 TEST_PATCH_FILE = "/tmp/deepswe_test.patch"
@@ -159,37 +134,6 @@ class GradeResult:
         return {self.instance_id: entry}
 
 
-def patch_paths(patch: str) -> set[str]:
-    """Repository-relative paths a unified diff touches (old and new names)."""
-    paths = set()
-    for line in patch.splitlines():
-        if line.startswith(("--- ", "+++ ")):
-            name = line[4:].split("\t")[0].strip()
-            if name != "/dev/null":
-                paths.add(name.split("/", 1)[1] if "/" in name else name)
-    return paths
-
-
-def protected_paths(task: Task) -> set[str]:
-    """Files that must be at their base (or test_patch) state when the tests run."""
-    node_files = {test_id.split("::")[0] for test_id in task.FAIL_TO_PASS + task.PASS_TO_PASS}
-    return patch_paths(task.test_patch) | node_files
-
-
-def is_protected(path: str, explicit: set[str]) -> bool:
-    """True if a patch's change to `path` is discarded before the tests run."""
-    parts = PurePosixPath(path).parts
-    return (
-        path in explicit
-        or is_test_path(path)
-        or any(
-            part in TEST_DIR_NAMES for part in parts
-        )  # the tests/ folder itself, e.g. replaced by a link
-        or (bool(parts) and parts[-1] in PYTEST_CONFIG_NAMES)
-        or (bool(parts) and parts[0] in SHADOWING_NAMES)
-    )
-
-
 def harness_for(task: Task) -> Harness:
     """R2EHarness for tasks with `expected_output_json`, SwebenchHarness for the swebench
     layout, else PytestHarness."""
@@ -217,41 +161,6 @@ def _changed_paths(changes: str) -> list[str]:
     after, _, before = changes.partition(STATUS_SEPARATOR)
     unchanged = set(_status_entries(before))
     return [entry[3:] for entry in _status_entries(after) if entry not in unchanged]
-
-
-def without_paths(patch: str, paths: Iterable[str]) -> str:
-    """`patch` without the file sections that touch one of `paths` or a path under them."""
-    paths = tuple(paths)
-    if not paths:
-        return patch
-    starts_git = any(line.startswith("diff --git ") for line in patch.splitlines())
-    sections: list[list[str]] = [[]]
-    lines = patch.splitlines(keepends=True)
-    for i, line in enumerate(lines):
-        new_section = (
-            line.startswith("diff --git ")
-            if starts_git
-            else line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")
-        )
-        if new_section and sections[-1]:
-            sections.append([])
-        sections[-1].append(line)
-    kept = []
-    for section in sections:
-        text = "".join(section)
-        touched = patch_paths(text) | _git_header_paths(section[0] if section else "")
-        if not any(path == p or path.startswith(p + "/") for path in touched for p in paths):
-            kept.append(text)
-    return "".join(kept)
-
-
-def _git_header_paths(line: str) -> set[str]:
-    """a/ and b/ paths of a `diff --git a/x b/y` line (binary and mode-only sections have no
-    ---/+++ lines)."""
-    if not line.startswith("diff --git "):
-        return set()
-    parts = line[len("diff --git ") :].strip().split(" b/", 1)
-    return {part.removeprefix("a/") for part in parts}
 
 
 # ---------------------------------------------------------------- the steps

@@ -28,22 +28,22 @@ A row may name its layout (`layout`: one of `layouts.LAYOUTS`) to override the d
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from deepswe_jax.env.commits import CommitError, source_commit
+from deepswe_jax.env.diffs import unified_diff as unified_diff  # re-exported
 from deepswe_jax.env.layouts import LAYOUTS
-
-# R2E-Gym's FileDiff.is_test_file (r2egym/commit_models/diff_classes.py): folders that hold tests.
-R2E_TEST_DIR_NAMES = frozenset({"tests", "Tests", "test", "Test"})
-# R2E-Gym's get_task_instruction: the issue text between these tags, when present.
-R2E_ISSUE_TAGS = re.compile(r"\[ISSUE\](.*)\[/ISSUE\]", re.DOTALL)
+from deepswe_jax.env.r2egym_rows import (
+    R2ERowError,
+    r2e_file_diff,
+    r2e_is_test_file,
+    r2e_problem_statement,
+)
 
 # Only "tests": packages named test/ or testing/ are often library code (django.test, numpy.testing).
 TEST_DIR_NAMES = frozenset({"tests"})
@@ -116,25 +116,6 @@ def is_test_path(path: str) -> bool:
         or name.endswith("_test.py")
         or name in ("tests.py", "conftest.py")
     )
-
-
-def r2e_is_test_file(path: str) -> bool:
-    """R2E-Gym's test-file rule (FileDiff.is_test_file), which splits an R2E-Gym commit into
-    the gold patch and its tests: `*_test.py`, `test_*` (the path or its file name), or a
-    `tests` / `Tests` / `test` / `Test` folder anywhere in the path."""
-    parts = path.split("/")
-    return (
-        path.endswith("_test.py")
-        or path.startswith("test_")
-        or parts[-1].startswith("test_")
-        or any(part in R2E_TEST_DIR_NAMES for part in parts)
-    )
-
-
-def r2e_problem_statement(text: str) -> str:
-    """The issue as R2E-Gym shows it: the text inside `[ISSUE] ... [/ISSUE]`, else all of it."""
-    match = R2E_ISSUE_TAGS.search(text)
-    return match.group(1) if match else text
 
 
 def swebench_image_name(instance_id: str) -> str:
@@ -254,7 +235,10 @@ def _task_from_r2e_row(row: Mapping[str, Any], index: int) -> Task:
         raise TaskFormatError(f"{where}: parsed_commit_content has no 'old_commit_hash'")
     code_diffs, test_diffs = [], []
     for diff_index, file_diff in enumerate(commit["file_diffs"]):
-        path, text = _r2e_file_diff(file_diff, f"{where}, file_diffs[{diff_index}]")
+        try:
+            path, text = r2e_file_diff(file_diff)
+        except R2ERowError as e:
+            raise TaskFormatError(f"{where}, file_diffs[{diff_index}]: {e}") from e
         (test_diffs if r2e_is_test_file(path) else code_diffs).append(text)
     expected = _expected_output(row, where)
     if expected is None:
@@ -281,65 +265,6 @@ def _task_from_r2e_row(row: Mapping[str, Any], index: int) -> Task:
         created_at=str(commit.get("commit_date") or ""),
         layout=_layout(row, "r2egym", where),
     )
-
-
-def _r2e_file_diff(file_diff: Any, where: str) -> tuple[str, str]:
-    """(path, unified diff text) of one R2E-Gym FileDiff, rebuilt from its old/new contents."""
-    if not isinstance(file_diff, Mapping):
-        raise TaskFormatError(f"{where}: expected an object, got {type(file_diff).__name__}")
-    path = None
-    header = file_diff.get("header")
-    if isinstance(header, Mapping) and isinstance(header.get("file"), Mapping):
-        path = header["file"].get("path")
-    for key, prefix in (("plus_file", "b/"), ("minus_file", "a/")):
-        side = file_diff.get(key)
-        if not path and isinstance(side, Mapping) and side.get("path") not in (None, "/dev/null"):
-            path = str(side["path"]).removeprefix(prefix)
-    if not path:
-        raise TaskFormatError(f"{where}: no file path (header.file.path)")
-    old = file_diff.get("old_file_content")
-    new = file_diff.get("new_file_content")
-    header_line = str(header.get("misc_line") or "") if isinstance(header, Mapping) else ""
-    if _r2e_side_is_null(file_diff, "minus_file") or header_line.startswith("new file"):
-        old = None
-    elif old in ("", "/dev/null") and not header_line.startswith("deleted file"):
-        old = None  # R2E-Gym's FileDiff.is_new: no old content means the commit adds the file
-    if _r2e_side_is_null(file_diff, "plus_file") or header_line.startswith("deleted file"):
-        new = None
-    if old is None and new is None:
-        raise TaskFormatError(
-            f"{where} ({path}): old_file_content and new_file_content are both missing; "
-            "the patch cannot be rebuilt"
-        )
-    return path, unified_diff(path, old, new)
-
-
-def _r2e_side_is_null(file_diff: Mapping[str, Any], key: str) -> bool:
-    side = file_diff.get(key)
-    return isinstance(side, Mapping) and side.get("path") == "/dev/null"
-
-
-def unified_diff(path: str, old: str | None, new: str | None) -> str:
-    """git-style unified diff of one text file; None content means the file is absent."""
-    old_lines = (old or "").splitlines(keepends=True)
-    new_lines = (new or "").splitlines(keepends=True)
-    if old_lines == new_lines and (old is None) == (new is None):
-        return ""
-    header = [f"diff --git a/{path} b/{path}\n"]
-    if old is None:
-        header.append("new file mode 100644\n")
-    elif new is None:
-        header.append("deleted file mode 100644\n")
-    hunks = []
-    for line in difflib.unified_diff(
-        old_lines,
-        new_lines,
-        fromfile="/dev/null" if old is None else f"a/{path}",
-        tofile="/dev/null" if new is None else f"b/{path}",
-        n=3,
-    ):
-        hunks.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-    return "".join(header + hunks)
 
 
 def read_rows(path: Path) -> list[Any]:

@@ -16,6 +16,7 @@ from deepswe_jax.env.grading import GradingSession, grade_patch, harness_for, re
 from deepswe_jax.env.harness import PytestHarness, Verdict
 from deepswe_jax.env.harness_r2egym import R2EHarness
 from deepswe_jax.env.harness_swebench import SwebenchHarness
+from deepswe_jax.env.patches import without_paths
 from deepswe_jax.env.runtime import EnvironmentUnavailableError, MissingImageError
 from deepswe_jax.env.tasks import Task
 from tests.env.fake_runtime import ScriptedFactory, ScriptedRuntime
@@ -229,8 +230,8 @@ def test_harness_files_never_enter_the_graded_patch_of_an_r2e_gym_task():
     assert not any("deepswe_test.patch" in cmd for cmd in factory.made[0].commands)
     assert "bash /testbed/run_tests.sh" in factory.made[0].commands[-1]
     plain = "--- a/run_tests.sh\n+++ b/run_tests.sh\n@@ -1 +1 @@\n-a\n+b\n" + PATCH + "\n"
-    assert grading.without_paths(plain, ["run_tests.sh"]) == PATCH + "\n"
-    assert grading.without_paths(code, ["calc"]) == code  # a path, not a prefix of a name
+    assert without_paths(plain, ["run_tests.sh"]) == PATCH + "\n"
+    assert without_paths(code, ["calc"]) == code  # a path, not a prefix of a name
 
 
 def test_swebench_row_without_eval_script_gets_one_of_swebench_shape():
