@@ -15,7 +15,10 @@ Experiment configs start from `get_config()` and change what differs. Field mean
                        gradient-accumulation step across all devices; total_steps RL iterations;
                        peak_flops_per_device for the MFU metric (None: not reported);
                        overlap: roll out iteration k+1 while iteration k trains, from a policy
-                       at most max_staleness updates old (rl/overlap.py).
+                       at most max_staleness updates old (rl/overlap.py);
+                       loss_sequences: the sequences a per-sequence loss_mode divides by, 'all'
+                       (DeepSWE: every trajectory of the batch, compact-filtered ones included,
+                       as verl's seq-mean-token-sum) | 'trained' (only those with a loss token).
   agent.*              episode limits (tokens, steps, seconds); past submit_notice_tokens
                        response tokens the agent is told to submit (28K of 32K in DeepSWE).
   sampler.*            rollout sampler and sampling parameters; hf_dir: HF weights for vLLM
@@ -74,6 +77,7 @@ def get_config() -> ml_collections.ConfigDict:
             eps_low=0.2,
             eps_high=0.28,
             loss_mode="seq_sum_const",
+            loss_sequences="all",
             advantage="loo",
             n_rollouts=8,
             tasks_per_step=64,

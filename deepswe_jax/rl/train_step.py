@@ -89,6 +89,8 @@ class LossSettings:
     """The loss hyperparameters of config.rl (and the response budget of config.agent).
 
     max_response_len: the constant of 'seq_sum_const' (config.agent.max_context).
+    sequences: which sequences a per-sequence mode divides by: 'all' (DeepSWE) | 'trained'
+      (rl/loss.py).
     logprob_chunk: sequence positions per chunk of the log-prob computation.
     temperature: the sampler's temperature, so trainer and sampler score the same distribution.
     """
@@ -97,6 +99,7 @@ class LossSettings:
     eps_low: float = 0.2
     eps_high: float = 0.28
     max_response_len: int = 32768
+    sequences: str = "all"
     logprob_chunk: int = 1024
     temperature: float = 1.0
 
@@ -107,6 +110,7 @@ class LossSettings:
             eps_low=config.rl.eps_low,
             eps_high=config.rl.eps_high,
             max_response_len=config.agent.max_context,
+            sequences=config.rl.loss_sequences,
             logprob_chunk=config.rl.logprob_chunk,
             temperature=config.sampler.temperature,
         )
@@ -156,6 +160,8 @@ class PolicyGradientLoss:
             mode=settings.mode,
             max_response_len=settings.max_response_len,
             segment_ids=batch["segment_ids"],
+            sequences=settings.sequences,
+            absent_sequences=batch["absent_sequences"],
         )
         mask = batch["loss_mask"]
         clip = {"eps_low": settings.eps_low, "eps_high": settings.eps_high}
