@@ -7,6 +7,10 @@ Experiment configs start from `get_config()` and change what differs. Field mean
   param_dtype          dtype parameters and optimizer state are stored in.
   compute_dtype        dtype of activations and matmuls.
   remat                rematerialization policy: 'none' | 'full' | 'save_dots' | 'offload'.
+  attention            full-sequence attention kernel (model/attention.py): 'xla' (CPU; dense
+                       [heads, seq, seq] scores) | 'cudnn' (GPU: cuDNN flash attention with
+                       sequence lengths; packed rows take the Pallas kernel) | 'pallas' (GPU:
+                       the Pallas flash kernel with segment ids; interpret mode on CPU).
   mesh.{data,fsdp,tensor}  device mesh axis sizes; -1 means "all remaining devices".
   sharding_rules       (logical axis, mesh axis | tuple of mesh axes | None) pairs.
   init_from            '' (random init) | HF directory | Orbax checkpoint directory.
@@ -59,6 +63,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.param_dtype = "float32"
     config.compute_dtype = "bfloat16"
     config.remat = "full"
+    config.attention = "xla"
 
     config.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=-1, tensor=1))
     config.sharding_rules = DEFAULT_RULES

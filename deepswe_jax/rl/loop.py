@@ -251,6 +251,7 @@ def make_trainer(config: ml_collections.ConfigDict, rules: Rules) -> Trainer:
         mesh=make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor),
         rules=rules,
         peak_flops_per_device=config.rl.get("peak_flops_per_device"),
+        packed_rows=False,  # update_policy puts one trajectory in each row
     )
 
 

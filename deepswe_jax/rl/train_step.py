@@ -243,6 +243,9 @@ class Trainer:
         reported.
       trainable: nnx filter of the parameters that train (e.g. lora.LoRAParam); the others get
         no gradient and no optimizer state, and grad_norm / update_norm cover the trainable ones.
+      packed_rows: whether a row may hold several sequences (rl.batch pack_length); False lets
+        the attention kernel take sequence lengths instead of segments (cuDNN), and a
+        micro-batch with a packed row is refused.
     """
 
     def __init__(
@@ -257,8 +260,10 @@ class Trainer:
         learning_rate: optax.Schedule | None = None,
         loss_fn: MicroBatchLoss | None = None,
         trainable: nnx.filterlib.Filter = nnx.Param,
+        packed_rows: bool = True,
     ):
         self.graphdef, params = nnx.split(model, nnx.Param)
+        self.packed_rows = packed_rows
         abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), params)
         self._abstract_params = abstract_params
         self.trainable = trainable
@@ -315,6 +320,7 @@ class Trainer:
                 param_dtype=jnp.dtype(config.param_dtype),
                 dtype=jnp.dtype(config.compute_dtype),
                 remat=config.remat,
+                attention_impl=config.attention,
             )
         )
         return cls(
@@ -325,6 +331,7 @@ class Trainer:
             rules=config.sharding_rules,
             peak_flops_per_device=config.rl.get("peak_flops_per_device"),
             learning_rate=learning_rate_schedule(config.rl),
+            packed_rows=False,  # RL batches hold one trajectory per row
         )
 
     @property
@@ -343,7 +350,9 @@ class Trainer:
         self, params: nnx.State, batch: dict[str, jax.Array]
     ) -> tuple[jax.Array, jax.Array]:
         model = nnx.merge(self.graphdef, params)
-        hidden = model.hidden_states(batch["input_ids"], batch["positions"], batch["segment_ids"])
+        hidden = model.hidden_states(
+            batch["input_ids"], batch["positions"], batch["segment_ids"], packed=self.packed_rows
+        )
         return token_logprobs(
             hidden,
             model.unembed_matrix().astype(model.dtype),
@@ -443,6 +452,11 @@ class Trainer:
         return jax.make_array_from_process_local_data(self.batch_sharding, array)
 
     def _device_batch(self, micro_batch: MicroBatch) -> dict[str, jax.Array]:
+        if not self.packed_rows and micro_batch.segment_ids.max(initial=0) > 1:
+            raise ValueError(
+                "a micro-batch row holds several packed sequences, but this Trainer was built "
+                "with packed_rows=False (one sequence per row); build it with packed_rows=True"
+            )
         return {name: self._put(array) for name, array in _batch_arrays(micro_batch).items()}
 
     def logprobs(self, params: nnx.State, micro_batch: MicroBatch) -> jax.Array:
