@@ -23,10 +23,15 @@ Experiment configs start from `get_config()` and change what differs. Field mean
                        loss_sequences: the sequences a per-sequence loss_mode divides by, 'all'
                        (DeepSWE: every trajectory of the batch, compact-filtered ones included,
                        as verl's seq-mean-token-sum) | 'trained' (only those with a loss token).
+                       length_buckets: the row lengths training batches are padded to; ()
+                       = powers of two up to agent.max_prompt_tokens + agent.max_context, which
+                       is the last bucket (36,864 pads to 36,864, not 65,536).
   agent.*              episode limits (tokens, steps, seconds); past submit_notice_tokens
                        response tokens the agent is told to submit (28K of 32K in DeepSWE).
   sampler.*            rollout sampler and sampling parameters; hf_dir: HF weights for vLLM
-                       ('' = config.init_from).
+                       ('' = config.init_from); max_cache_tokens: the 'jax' sampler's KV cache
+                       budget in tokens, slots = min(max_batch, budget // (max_prompt_tokens +
+                       max_context)) (0 = max_batch slots); a cache that cannot fit is refused.
   env.*                task file, environment limits (mem_limit and cpus hold for Docker
                        containers and Kubernetes pods alike; pids_limit for Docker only) and
                        backend: 'docker' (containers on docker_hosts, or the local engine) |
@@ -93,6 +98,7 @@ def get_config() -> ml_collections.ConfigDict:
             peak_flops_per_device=ml_collections.config_dict.placeholder(float),
             overlap=False,
             max_staleness=1,
+            length_buckets=(),
         )
     )
     config.agent = ml_collections.ConfigDict(
@@ -107,7 +113,15 @@ def get_config() -> ml_collections.ConfigDict:
         )
     )
     config.sampler = ml_collections.ConfigDict(
-        dict(kind="vllm", temperature=1.0, top_p=1.0, top_k=0, max_batch=512, hf_dir="")
+        dict(
+            kind="vllm",
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+            max_batch=512,
+            hf_dir="",
+            max_cache_tokens=0,
+        )
     )
     config.env = ml_collections.ConfigDict(
         dict(

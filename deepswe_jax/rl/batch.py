@@ -93,6 +93,28 @@ class _Sequence:
         return len(self.input_ids)
 
 
+# The Pallas flash kernel tiles rows in blocks of 128 tokens (model/attention.py).
+ROW_LENGTH_MULTIPLE = 128
+
+
+def length_buckets_up_to(maximum: int, step: int | None = None) -> tuple[int, ...]:
+    """Row lengths for `bucket_length` whose last is `maximum` itself (rounded up to a multiple of
+    128), so the longest rows are never padded to the next power of two (36,864 stays 36,864,
+    not 65,536): multiples of `step` below it, or with step None powers of two from 128."""
+    top = -(-maximum // ROW_LENGTH_MULTIPLE) * ROW_LENGTH_MULTIPLE
+    if step is None:
+        below = [1 << n for n in range(7, top.bit_length()) if 1 << n < top]
+    else:
+        below = list(range(step, top, step))
+    return (*below, top)
+
+
+def row_length_buckets(maximum: int, length_buckets: Sequence[int] = ()) -> tuple[int, ...]:
+    """config.rl.length_buckets for rows of at most `maximum` tokens: the given buckets, or for
+    () powers of two up to `maximum` (`length_buckets_up_to`)."""
+    return tuple(length_buckets) or length_buckets_up_to(maximum)
+
+
 def bucket_length(length: int, length_buckets: Sequence[int] | None = None) -> int:
     """Smallest bucket >= length: from `length_buckets` if given, else the next power of two."""
     if length_buckets is None:

@@ -21,6 +21,11 @@ trainer recomputes.
 
 A request generates at most `max_cache_len - len(prompt)` tokens: when the cache row is full it
 ends with finish_reason 'length', as when `max_new_tokens` runs out.
+
+Memory: each slot reserves a whole row of `max_cache_len` positions, so the cache is sized by a
+token budget when one is given (`max_cache_tokens`: slots = budget // max_cache_len, at most
+`max_batch`), and a sampler whose weights and cache would not fit the devices' free memory is
+refused before anything is allocated, with the sizes and what to change.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import math
+import os
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -185,6 +192,19 @@ def _bucket(size: int, buckets: Sequence[int]) -> int:
     return next(b for b in buckets if b >= size)
 
 
+def free_device_bytes(device: jax.Device) -> int:
+    """Bytes `device` can still allocate: its allocator's limit minus what is in use, or for CPU
+    devices (no allocator statistics) the host's available memory, which they share."""
+    stats = device.memory_stats()
+    if stats and "bytes_limit" in stats:
+        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def _bytes_per_device(shape: Sequence[int], dtype: Any, sharding: NamedSharding) -> int:
+    return math.prod(sharding.shard_shape(tuple(shape))) * np.dtype(dtype).itemsize
+
+
 class JaxSampler:
     """`Sampler` running `Qwen3ForCausalLM` in this process with continuous batching.
 
@@ -197,6 +217,10 @@ class JaxSampler:
       rules: logical -> mesh axis table (default `DEFAULT_RULES`).
       min_prefill_len: smallest prompt padding bucket.
       seed: PRNG seed for sampling.
+      max_cache_tokens: token budget of the KV cache; the slots are then
+        min(max_batch, max_cache_tokens // max_cache_len) (None: max_batch slots).
+      free_bytes: bytes each device may still allocate (None: what the device reports,
+        `free_device_bytes`); weights and cache beyond it are refused with a ValueError.
     """
 
     def __init__(
@@ -209,11 +233,21 @@ class JaxSampler:
         rules: Rules = DEFAULT_RULES,
         min_prefill_len: int = 16,
         seed: int = 0,
+        max_cache_tokens: int | None = None,
+        free_bytes: int | None = None,
     ):
         if max_batch < 1 or max_cache_len < 2:
             raise ValueError(
                 f"need max_batch >= 1 and max_cache_len >= 2, got {max_batch} and {max_cache_len}"
             )
+        if max_cache_tokens is not None:
+            if max_cache_tokens < max_cache_len:
+                raise ValueError(
+                    f"a cache budget of {max_cache_tokens:,} tokens holds no slot of "
+                    f"max_cache_len={max_cache_len:,}; raise sampler.max_cache_tokens to at least "
+                    f"{max_cache_len:,}"
+                )
+            max_batch = min(max_batch, max_cache_tokens // max_cache_len)
         self.max_batch = max_batch
         self.max_cache_len = max_cache_len
         config = model.config
@@ -225,21 +259,20 @@ class JaxSampler:
 
         graphdef, state = nnx.split(model)
         self._state_shardings = state_shardings(state, self._mesh, self._rules)
+        cache_shape = (
+            config.num_hidden_layers,
+            max_batch,
+            max_cache_len,
+            config.num_key_value_heads,
+            config.head_dim,
+        )
+        cache_sharding = logical_to_sharding(
+            CACHE_LOGICAL_AXES, self._mesh, self._rules, shape=cache_shape
+        )
+        self._refuse_what_cannot_fit(state, cache_shape, cache_sharding, model.dtype, free_bytes)
         self._state_leaves, self._state_treedef = jax.tree.flatten(state)
         self._state = jax.device_put(state, self._state_shardings, may_alias=False)
 
-        cache_sharding = logical_to_sharding(
-            CACHE_LOGICAL_AXES,
-            self._mesh,
-            self._rules,
-            shape=(
-                config.num_hidden_layers,
-                max_batch,
-                max_cache_len,
-                config.num_key_value_heads,
-                config.head_dim,
-            ),
-        )
         lengths_sharding = logical_to_sharding(("batch",), self._mesh, self._rules, (max_batch,))
         cache_shardings = KVCache(
             keys=cache_sharding, values=cache_sharding, lengths=lengths_sharding
@@ -276,6 +309,41 @@ class JaxSampler:
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="jax-sampler", daemon=True)
         self._thread.start()
+
+    def _refuse_what_cannot_fit(
+        self,
+        state: nnx.State,
+        cache_shape: tuple[int, ...],
+        cache_sharding: NamedSharding,
+        cache_dtype: Any,
+        free_bytes: int | None,
+    ) -> None:
+        """Raises ValueError, before anything is allocated, when the weights plus the keys and
+        values would not fit each device's free memory."""
+        weights = sum(
+            _bytes_per_device(leaf.shape, leaf.dtype, sharding)
+            for leaf, sharding in zip(
+                jax.tree.leaves(state), jax.tree.leaves(self._state_shardings), strict=True
+            )
+        )
+        cache = 2 * _bytes_per_device(cache_shape, cache_dtype, cache_sharding)
+        device = self._mesh.devices.flat[0]
+        free = free_device_bytes(device) if free_bytes is None else free_bytes
+        if weights + cache <= free:
+            return
+        per_slot = cache / self.max_batch
+        fitting_slots = max(int((free - weights) // per_slot), 0)
+        layers, slots, length, kv_heads, head_dim = cache_shape
+        raise ValueError(
+            f"JaxSampler needs {(weights + cache) / 1e9:,.1f} GB per device but {device} has "
+            f"{free / 1e9:,.1f} GB free: KV cache {cache / 1e9:,.1f} GB ({slots} slots x "
+            f"{length:,} tokens x {layers} layers x keys and values x {kv_heads} kv heads x "
+            f"{head_dim} x {np.dtype(cache_dtype).itemsize} bytes, over "
+            f"{self._mesh.size} device(s)) plus weights {weights / 1e9:,.1f} GB. {fitting_slots} "
+            f"slots fit: set sampler.max_batch={fitting_slots} or sampler.max_cache_tokens="
+            f"{fitting_slots * length:,}, shorten agent.max_context, or shard the sampler over "
+            "more devices"
+        )
 
     @property
     def compilation_count(self) -> int:

@@ -222,10 +222,17 @@ def test_optimizer_from_config_warmup_and_clipping():
 def test_from_config_reads_model_remat_and_loss_settings():
     config = tiny.get_config()
     config.remat = "full"
+    config.attention = "pallas"
     config.rl.peak_flops_per_device = 1e12
     trainer = Trainer.from_config(config, make_mesh())
     assert trainer.model_config.hidden_size == config.model.hidden_size
-    assert nnx.merge(trainer.graphdef, trainer.param_shardings).remat == "full"
+    model = nnx.merge(trainer.graphdef, trainer.param_shardings)
+    assert model.remat == "full" and model.attention_impl == "pallas"
+    # RL rows hold one trajectory each, so attention may use sequence lengths; packed rows are
+    # refused rather than attended across.
+    packed = assemble_batch(make_trajectories(), micro_batch_size=4, pack_length=64)
+    with pytest.raises(ValueError, match="packed_rows=True"):
+        trainer.logprobs(None, packed.micro_batches[0])
     assert trainer.loss.max_response_len == config.agent.max_context
     assert trainer.loss.logprob_chunk == config.rl.logprob_chunk
     assert trainer.peak_flops_per_device == 1e12
