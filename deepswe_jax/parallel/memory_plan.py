@@ -191,7 +191,9 @@ def format_plan(plan: MemoryPlan, config: ConfigDict, device_memory_gb: float) -
             f"data x fsdp = {data * fsdp} batch shards; make it a multiple"
         )
     if not fits:
-        kernel = " use a flash kernel (--config.attention=cudnn)," if plan.attention == "xla" else ""
+        kernel = (
+            " use a flash kernel (--config.attention=cudnn)," if plan.attention == "xla" else ""
+        )
         lines.append(
             f"does not fit:{kernel} raise --config.mesh.fsdp/tensor, use --config.remat=full, "
             "lower --config.rl.micro_batch_size or --config.rl.logprob_chunk"
