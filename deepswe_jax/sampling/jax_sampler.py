@@ -205,6 +205,33 @@ def _bytes_per_device(shape: Sequence[int], dtype: Any, sharding: NamedSharding)
     return math.prod(sharding.shard_shape(tuple(shape))) * np.dtype(dtype).itemsize
 
 
+def _cache_shape(config: Any, slots: int, max_cache_len: int) -> tuple[int, ...]:
+    """[layers, slots, positions, kv_heads, head_dim] of the keys (and of the values)."""
+    c = config
+    return (c.num_hidden_layers, slots, max_cache_len, c.num_key_value_heads, c.head_dim)
+
+
+def memory_per_device(
+    model: Qwen3ForCausalLM,
+    *,
+    slots: int,
+    max_cache_len: int,
+    mesh: Mesh,
+    rules: Rules = DEFAULT_RULES,
+) -> tuple[int, int]:
+    """(weights, KV cache) bytes on each device of a JaxSampler with `slots` cache rows of
+    `max_cache_len` positions on `mesh` (`model` may be abstract, from nnx.eval_shape)."""
+    state = nnx.state(model)
+    shardings = state_shardings(state, mesh, rules)
+    weights = sum(
+        _bytes_per_device(leaf.shape, leaf.dtype, sharding)
+        for leaf, sharding in zip(jax.tree.leaves(state), jax.tree.leaves(shardings), strict=True)
+    )
+    shape = _cache_shape(model.config, slots, max_cache_len)
+    cache_sharding = logical_to_sharding(CACHE_LOGICAL_AXES, mesh, rules, shape=shape)
+    return weights, 2 * _bytes_per_device(shape, model.dtype, cache_sharding)
+
+
 class JaxSampler:
     """`Sampler` running `Qwen3ForCausalLM` in this process with continuous batching.
 
@@ -257,22 +284,16 @@ class JaxSampler:
         self._length_buckets = _powers_of_two_up_to(max_cache_len, min_prefill_len)
         self._count_buckets = _powers_of_two_up_to(max_batch)
 
+        self._refuse_what_cannot_fit(model, max_cache_len, free_bytes)
         graphdef, state = nnx.split(model)
         self._state_shardings = state_shardings(state, self._mesh, self._rules)
-        cache_shape = (
-            config.num_hidden_layers,
-            max_batch,
-            max_cache_len,
-            config.num_key_value_heads,
-            config.head_dim,
-        )
-        cache_sharding = logical_to_sharding(
-            CACHE_LOGICAL_AXES, self._mesh, self._rules, shape=cache_shape
-        )
-        self._refuse_what_cannot_fit(state, cache_shape, cache_sharding, model.dtype, free_bytes)
         self._state_leaves, self._state_treedef = jax.tree.flatten(state)
         self._state = jax.device_put(state, self._state_shardings, may_alias=False)
 
+        cache_shape = _cache_shape(config, max_batch, max_cache_len)
+        cache_sharding = logical_to_sharding(
+            CACHE_LOGICAL_AXES, self._mesh, self._rules, shape=cache_shape
+        )
         lengths_sharding = logical_to_sharding(("batch",), self._mesh, self._rules, (max_batch,))
         cache_shardings = KVCache(
             keys=cache_sharding, values=cache_sharding, lengths=lengths_sharding
@@ -311,34 +332,28 @@ class JaxSampler:
         self._thread.start()
 
     def _refuse_what_cannot_fit(
-        self,
-        state: nnx.State,
-        cache_shape: tuple[int, ...],
-        cache_sharding: NamedSharding,
-        cache_dtype: Any,
-        free_bytes: int | None,
+        self, model: Qwen3ForCausalLM, max_cache_len: int, free_bytes: int | None
     ) -> None:
         """Raises ValueError, before anything is allocated, when the weights plus the keys and
         values would not fit each device's free memory."""
-        weights = sum(
-            _bytes_per_device(leaf.shape, leaf.dtype, sharding)
-            for leaf, sharding in zip(
-                jax.tree.leaves(state), jax.tree.leaves(self._state_shardings), strict=True
-            )
-        )
-        cache = 2 * _bytes_per_device(cache_shape, cache_dtype, cache_sharding)
+        weights, cache = memory_per_device(
+            model, slots=self.max_batch, max_cache_len=max_cache_len, mesh=self._mesh,
+            rules=self._rules,
+        )  # fmt: skip
         device = self._mesh.devices.flat[0]
         free = free_device_bytes(device) if free_bytes is None else free_bytes
         if weights + cache <= free:
             return
         per_slot = cache / self.max_batch
         fitting_slots = max(int((free - weights) // per_slot), 0)
-        layers, slots, length, kv_heads, head_dim = cache_shape
+        layers, slots, length, kv_heads, head_dim = _cache_shape(
+            model.config, self.max_batch, max_cache_len
+        )
         raise ValueError(
             f"JaxSampler needs {(weights + cache) / 1e9:,.1f} GB per device but {device} has "
             f"{free / 1e9:,.1f} GB free: KV cache {cache / 1e9:,.1f} GB ({slots} slots x "
             f"{length:,} tokens x {layers} layers x keys and values x {kv_heads} kv heads x "
-            f"{head_dim} x {np.dtype(cache_dtype).itemsize} bytes, over "
+            f"{head_dim} x {np.dtype(model.dtype).itemsize} bytes, over "
             f"{self._mesh.size} device(s)) plus weights {weights / 1e9:,.1f} GB. {fitting_slots} "
             f"slots fit: set sampler.max_batch={fitting_slots} or sampler.max_cache_tokens="
             f"{fitting_slots * length:,}, shorten agent.max_context, or shard the sampler over "
