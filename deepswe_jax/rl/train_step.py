@@ -26,11 +26,10 @@ import dataclasses
 import math
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import optax
 from flax import nnx
@@ -41,6 +40,9 @@ from deepswe_jax.parallel import DEFAULT_RULES, batch_sharding, state_shardings,
 from deepswe_jax.rl.batch import MicroBatch
 from deepswe_jax.rl.logprobs import token_logprobs
 from deepswe_jax.rl.loss import policy_loss, ratio_metrics
+
+if TYPE_CHECKING:  # configs are only read, never built here: bench/gpu.py runs without it
+    import ml_collections
 
 
 @jax.tree_util.register_dataclass
