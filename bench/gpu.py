@@ -642,7 +642,7 @@ def table(results: dict[str, dict[str, Any]], scale: Scale) -> str:
                     _fmt(found.get("ms"), ".2f"),
                     "",
                     speedup,
-                    "" if diff is None else f"max |out - XLA| {diff:.3g}",
+                    "" if diff is None else f"max abs diff from XLA {diff:.3g}",
                 )
             )
     decode = results["decode"]["records"]
@@ -662,7 +662,7 @@ def table(results: dict[str, dict[str, Any]], scale: Scale) -> str:
     numerics = _find(results["numerics"]["records"])
     rows.append(
         (
-            "bf16: KL(JAX || torch) mean / max",
+            "bf16: KL(JAX, torch) mean / max",
             _fmt(numerics.get("kl_jax_torch_mean"), ".2e"),
             _fmt(numerics.get("kl_jax_torch_max"), ".2e"),
             "",
@@ -671,7 +671,7 @@ def table(results: dict[str, dict[str, Any]], scale: Scale) -> str:
     )
     rows.append(
         (
-            "bf16 vs fp32 log-probs: mean / max |diff|",
+            "bf16 vs fp32 log-probs: mean / max abs diff",
             _fmt(numerics.get("logprob_abs_diff_mean"), ".2e"),
             _fmt(numerics.get("logprob_abs_diff_max"), ".2e"),
             "",

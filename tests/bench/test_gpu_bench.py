@@ -50,7 +50,7 @@ def test_miniature_runs_every_section_without_ml_collections_or_docker(tmp_path)
         "train step 128 tok: MFU",
         "attention fwd+bwd 128 tok: pallas ms",
         "decode batch 4: new tokens/s",
-        "bf16: KL(JAX || torch) mean / max",
+        "bf16: KL(JAX, torch) mean / max",
         "bf16 vs fp32 log-probs",
     ):
         assert row in table
