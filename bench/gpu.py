@@ -100,7 +100,7 @@ TINY = dict(
     tie_word_embeddings=True,
 )
 # Seconds per section on one H200 (compiles included); with the parent's start, < 8 minutes.
-GPU_BUDGETS = dict(train=150, torch=90, attention=60, numerics=50, decode=90)
+GPU_BUDGETS = dict(train=150, torch=75, attention=75, numerics=50, decode=90)
 
 
 def scale_for(model: str, mini: bool) -> Scale:
