@@ -89,6 +89,15 @@ class LatencyPool:
         await asyncio.sleep(self.latency_s)
         return Grade(task.instance_id, "resolved" if patch else "unresolved", float(bool(patch)))
 
+    async def run_with_retries(self, episode, *, failed, name: str = "episode"):
+        return await episode()  # no infrastructure to fail
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+    async def close(self) -> None:
+        pass
+
 
 def alternating_sampler(tokenizer: ChatTokenizer) -> ScriptedSampler:
     """Every other episode edits then finishes (reward 1); the others finish at once."""

@@ -28,10 +28,18 @@ Experiment configs start from `get_config()` and change what differs. Field mean
                        is the last bucket (36,864 pads to 36,864, not 65,536).
   agent.*              episode limits (tokens, steps, seconds); past submit_notice_tokens
                        response tokens the agent is told to submit (28K of 32K in DeepSWE).
+                       interface: what the agent is shown and how its calls run,
+                       'deepswe_jax' (ours) | 'r2egym' (R2E-Gym's as DeepSWE-Preview was trained
+                       with, byte for byte; agent/r2egym.py); prompts_file: R2E-Gym's prompts
+                       for 'r2egym' (its edit_non_fn_calling.yaml or rLLM's system_prompts.py;
+                       required there, '' for ours).
   sampler.*            rollout sampler and sampling parameters; hf_dir: HF weights for vLLM
-                       ('' = config.init_from); max_cache_tokens: the 'jax' sampler's KV cache
-                       budget in tokens, slots = min(max_batch, budget // (max_prompt_tokens +
-                       max_context)) (0 = max_batch slots); a cache that cannot fit is refused.
+                       ('' = config.init_from); tensor_parallel_size: devices per vLLM engine;
+                       gpu_memory_utilization: the share of each device an engine may use
+                       (launch/plan_memory.py --sampler plans both); max_cache_tokens: the
+                       'jax' sampler's KV cache budget in tokens, slots = min(max_batch,
+                       budget // (max_prompt_tokens + max_context)) (0 = max_batch slots); a
+                       cache that cannot fit is refused.
   env.*                task file, environment limits (mem_limit and cpus hold for Docker
                        containers and Kubernetes pods alike; pids_limit for Docker only) and
                        backend: 'docker' (containers on docker_hosts, or the local engine) |
@@ -110,6 +118,8 @@ def get_config() -> ml_collections.ConfigDict:
             trajectory_timeout=5400.0,
             reward_timeout=300.0,
             submit_notice_tokens=28672,
+            interface="deepswe_jax",
+            prompts_file="",
         )
     )
     config.sampler = ml_collections.ConfigDict(
@@ -120,6 +130,8 @@ def get_config() -> ml_collections.ConfigDict:
             top_k=0,
             max_batch=512,
             hf_dir="",
+            tensor_parallel_size=1,
+            gpu_memory_utilization=0.9,
             max_cache_tokens=0,
         )
     )
@@ -135,7 +147,7 @@ def get_config() -> ml_collections.ConfigDict:
             # Docker endpoints (unix://, tcp://, ssh://); empty: the local engine.
             docker_hosts=(),
             envs_per_host=0,
-            # backend='kubernetes' (env.k8s_runtime.K8sPodFactory; its defaults).
+            # backend='kubernetes': env.k8s_pods.K8sPodSettings (same names and defaults).
             kubernetes=ml_collections.ConfigDict(
                 dict(
                     # Credentials: '' is the in-cluster service account, else $KUBECONFIG or

@@ -10,6 +10,7 @@ list and the environment pool (Docker containers or Kubernetes pods).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -162,9 +163,11 @@ def make_env_pool(
 
 
 def kubernetes_pod_factory(config: ml_collections.ConfigDict) -> K8sPodFactory:
-    """A K8sPodFactory with config.env.kubernetes's settings and config.env's mem_limit and
-    cpus, talking to the API server of `kubernetes_api`."""
+    """A K8sPodFactory with config.env.kubernetes's pod settings (the K8sPodSettings fields of
+    the same names) and config.env's mem_limit and cpus, talking to the API server of
+    `kubernetes_api`."""
     try:
+        from deepswe_jax.env.k8s_pods import K8sPodSettings
         from deepswe_jax.env.k8s_runtime import K8sPodFactory
     except ImportError as error:
         raise ImportError(
@@ -173,18 +176,17 @@ def kubernetes_pod_factory(config: ml_collections.ConfigDict) -> K8sPodFactory:
         ) from error
 
     settings = config.env.kubernetes
-    node_selector = node_labels(settings.node_selector) or None  # checked before any API call
-    return K8sPodFactory(
-        api=kubernetes_api(settings.kubeconfig, settings.context),
-        namespace=settings.namespace,
-        image_prefix=settings.image_prefix,
+    from_env = dict(
         mem_limit=config.env.mem_limit,
         cpus=config.env.cpus,
-        ephemeral_storage=settings.ephemeral_storage,
-        image_pull_policy=settings.image_pull_policy,
-        node_selector=node_selector,
-        start_timeout_s=settings.start_timeout_s,
-        active_deadline_s=settings.active_deadline_s,
+        node_selector=node_labels(settings.node_selector) or None,
+    )
+    names = [field.name for field in dataclasses.fields(K8sPodSettings)]
+    pod_settings = K8sPodSettings(  # checked before any API call
+        **{name: from_env[name] if name in from_env else settings[name] for name in names}
+    )
+    return K8sPodFactory(
+        api=kubernetes_api(settings.kubeconfig, settings.context), settings=pod_settings
     )
 
 
@@ -195,7 +197,7 @@ def kubernetes_api(kubeconfig: str, context: str) -> CoreV1Api:
     from kubernetes import client
     from kubernetes import config as kube_config
 
-    from deepswe_jax.env.k8s_runtime import default_core_api
+    from deepswe_jax.env.k8s_pods import default_core_api
 
     try:
         if not kubeconfig and not context:

@@ -16,8 +16,9 @@ from flax import nnx
 from ml_collections import ConfigDict
 
 from configs import common, deepswe_qwen3_32b, tiny
+from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
 from deepswe_jax.env.hosts import default_endpoint
-from deepswe_jax.env.k8s_runtime import K8sPodFactory
+from deepswe_jax.env.k8s_pods import K8sPodSettings
 from deepswe_jax.experiment import make_env_pool
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import DEFAULT_RULES
@@ -186,11 +187,11 @@ def test_tiny_vocabulary_covers_the_test_tokenizer():
     assert tokenizer.get_vocab_size(with_added_tokens=True) == config.model.vocab_size
 
 
-def test_kubernetes_defaults_are_the_pod_factorys():
+def test_kubernetes_defaults_are_the_pod_settings():
     settings = common.get_config().env.kubernetes
-    defaults = {f.name: f.default for f in dataclasses.fields(K8sPodFactory)}
-    shared = ("namespace", "image_prefix", "ephemeral_storage", "image_pull_policy")
-    for name in (*shared, "start_timeout_s", "active_deadline_s"):
+    defaults = {f.name: f.default for f in dataclasses.fields(K8sPodSettings)}
+    from_env = {"mem_limit", "cpus", "node_selector"}  # config.env's, and parsed from strings
+    for name in defaults.keys() - from_env:
         assert settings[name] == defaults[name], name
     assert tuple(settings.node_selector) == () and defaults["node_selector"] is None
 
@@ -200,8 +201,10 @@ def test_docker_backend_builds_a_docker_pool():
     assert config.env.backend == "docker"
     pool = make_env_pool(config, "pytest-configs", grade_concurrency=3)
     assert pool.runtime_factory is None and pool.build_images
-    assert [host.endpoint for host in pool.hosts.hosts] == [default_endpoint()]
-    assert (pool.mem_limit, pool.nano_cpus, pool.pids_limit) == ("1g", 10**9, 256)
+    assert [host.endpoint for host in pool.placement.hosts.hosts] == [default_endpoint()]
+    assert pool.placement.factory == DockerRuntimeFactory(
+        mem_limit="1g", nano_cpus=10**9, pids_limit=256
+    )
     assert pool.step_timeout == config.agent.step_timeout and pool.max_envs == 8
     assert pool._grade_slots._value == 3  # gradings at once
     asyncio.run(pool.close())

@@ -199,3 +199,125 @@ def format_plan(plan: MemoryPlan, config: ConfigDict, device_memory_gb: float) -
             "lower --config.rl.micro_batch_size or --config.rl.logprob_chunk"
         )
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the sampler (vLLM serving)
+
+# Tokens one engine step processes (vLLM's max_num_batched_tokens); its profile run sizes the
+# activation workspace by it. An assumption of this plan, not read from vLLM.
+SAMPLER_STEP_TOKENS = 8192
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplerMemoryPlan:
+    """Per-device bytes of a vLLM engine serving config's policy (all counts per device).
+
+    Each engine shards the model over `tensor_parallel` devices; `engines` of them share the
+    devices and the config.sampler.max_batch concurrent generations. The KV cache is the worst
+    case: every concurrent sequence at its full length (agent.max_prompt_tokens + max_context).
+    `budget` is what the engine may use, gpu_memory_utilization x device memory.
+    """
+
+    tensor_parallel: int
+    engines: int
+    sequences_per_engine: int
+    seq_len: int
+    num_parameters: int
+    weights: int
+    kv_cache: int
+    kv_bytes_per_token: int
+    activations: int
+    budget: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv_cache + self.activations
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.budget
+
+
+def plan_sampler_memory(
+    config: ConfigDict, num_devices: int, *, device_memory_gb: float = 80.0
+) -> SamplerMemoryPlan:
+    """Per-device memory of serving config's policy with vLLM on `num_devices` devices
+    (config.sampler.tensor_parallel_size, gpu_memory_utilization and max_batch; weights and KV
+    cache in config.compute_dtype)."""
+    c = Qwen3Config.from_hf_dict(config.model.to_dict(), source="config.model")
+    tensor = int(config.sampler.tensor_parallel_size)
+    if tensor < 1 or num_devices % tensor:
+        raise ValueError(
+            f"config.sampler.tensor_parallel_size={tensor} does not divide {num_devices} devices; "
+            "choose a divisor (8 for one 8-GPU node)"
+        )
+    if c.num_attention_heads % tensor:
+        raise ValueError(
+            f"{c.num_attention_heads} attention heads do not split over "
+            f"config.sampler.tensor_parallel_size={tensor}; vLLM needs a divisor"
+        )
+    engines = num_devices // tensor
+    sequences = math.ceil(config.sampler.max_batch / engines)
+    seq_len = config.agent.max_prompt_tokens + config.agent.max_context
+    dtype_bytes = jnp.dtype(config.compute_dtype).itemsize
+    abstract = nnx.eval_shape(lambda: Qwen3ForCausalLM(c, rngs=nnx.Rngs(0)))
+    num_parameters = sum(
+        math.prod(variable.get_value().shape)
+        for _, variable in nnx.to_flat_state(nnx.state(abstract, nnx.Param))
+    )
+    # Key and value heads split over the tensor axis (replicated when there are fewer).
+    kv_per_token = 2 * c.num_hidden_layers * math.ceil(c.num_key_value_heads / tensor)
+    kv_per_token *= c.head_dim * dtype_bytes
+    q, kv = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
+    # One step's intermediates (residual and norms, q/k/v, SwiGLU) and the fp32 logits it samples.
+    per_token = 4 * c.hidden_size + (q + 2 * kv) / tensor + 3 * c.intermediate_size / tensor
+    activations = int(SAMPLER_STEP_TOKENS * per_token * dtype_bytes)
+    activations += sequences * c.vocab_size * 4
+    return SamplerMemoryPlan(
+        tensor_parallel=tensor,
+        engines=engines,
+        sequences_per_engine=sequences,
+        seq_len=seq_len,
+        num_parameters=num_parameters,
+        weights=math.ceil(num_parameters / tensor) * dtype_bytes,
+        kv_cache=sequences * seq_len * kv_per_token,
+        kv_bytes_per_token=kv_per_token,
+        activations=activations,
+        budget=int(config.sampler.gpu_memory_utilization * device_memory_gb * GB),
+    )
+
+
+def format_sampler_plan(plan: SamplerMemoryPlan, config: ConfigDict) -> str:
+    rows = [
+        ("weights", plan.weights, f"{plan.num_parameters:,} x {config.compute_dtype} / tp"),
+        (
+            "KV cache",
+            plan.kv_cache,
+            f"{plan.sequences_per_engine} seq x {plan.seq_len} tokens x "
+            f"{plan.kv_bytes_per_token:,} B",
+        ),
+        ("activations + logits", plan.activations, f"{SAMPLER_STEP_TOKENS}-token step"),
+    ]
+    lines = [
+        f"vLLM: {plan.engines} engine(s) x tensor_parallel_size={plan.tensor_parallel}; "
+        f"{plan.sequences_per_engine} concurrent sequence(s) per engine at full length",
+        f"{'item':<28}{'GB/device':>12}  note",
+    ]
+    lines += [f"{name:<28}{size / GB:>12.2f}  {note}" for name, size, note in rows]
+    utilization = config.sampler.gpu_memory_utilization
+    lines.append(
+        f"{'total':<28}{plan.total / GB:>12.2f}  of {plan.budget / GB:.2f} GB "
+        f"(gpu_memory_utilization={utilization:g})"
+    )
+    lines.append(f"fits: {'yes' if plan.fits else 'NO'}")
+    if not plan.fits:
+        lines.append(
+            "does not fit: lower --config.sampler.max_batch, raise "
+            "--config.sampler.tensor_parallel_size or gpu_memory_utilization"
+        )
+    if plan.seq_len > config.model.max_position_embeddings:
+        lines.append(
+            f"note: sequences of {plan.seq_len} tokens exceed config.model."
+            f"max_position_embeddings={config.model.max_position_embeddings}"
+        )
+    return "\n".join(lines)

@@ -33,19 +33,19 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import jax
 import ml_collections
 import numpy as np
 from flax import nnx
 
-from deepswe_jax.agent.rollout import collect_rollouts
+from deepswe_jax.agent.rollout import EpisodeSettings, collect_rollouts
 from deepswe_jax.agent.trajectory import Trajectory, trajectories_path, write_trajectories
 from deepswe_jax.checkpoint import (
     TrainCheckpoints,
     restore_target,
 )
+from deepswe_jax.env.protocols import EnvPoolProtocol
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.experiment import (
     initial_params,
@@ -310,7 +310,7 @@ def train(
     workdir: str | os.PathLike,
     *,
     sampler: Sampler | None = None,
-    env_pool: Any = None,
+    env_pool: EnvPoolProtocol | None = None,
     tasks: Sequence[Task] | None = None,
     show_progress: bool = True,
 ) -> TrainState:
@@ -319,6 +319,7 @@ def train(
     sampler / env_pool / tasks: use these instead of the ones config describes (tests pass a
     ScriptedSampler and an in-memory pool); the caller closes what it passes.
     """
+    EpisodeSettings.from_config(config)  # refuses bad agent settings before anything starts
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     tasks = list(tasks) if tasks is not None else load_task_list(config)
@@ -421,8 +422,7 @@ def train(
                 "time/iteration_s": time.perf_counter() - started,
                 "rollout/policy_lag": float(iteration - rollouts.policy_version),
             }
-            if hasattr(env_pool, "metrics"):
-                metrics.update(env_pool.metrics())
+            metrics.update(env_pool.metrics())
             if primary:
                 writer.write(step, metrics)
                 log_progress(step, config.rl.total_steps, metrics)

@@ -34,7 +34,7 @@ from deepswe_jax.env.tasks import Task
 from deepswe_jax.sampling.scripted import ScriptedSampler
 
 if TYPE_CHECKING:
-    from deepswe_jax.env.pool import EnvPool
+    from deepswe_jax.env.protocols import EnvPoolProtocol
 
 TEST_OUTPUT_LINES = 5  # the tail of the pytest run the expert shows itself
 VIEW_CONTEXT_LINES = 3  # lines shown around the first hunk
@@ -111,15 +111,15 @@ def expert_config(
 
 async def collect_expert_trajectories(
     tasks: Sequence[Task],
-    env_pool: EnvPool,
+    env_pool: EnvPoolProtocol,
     tokenizer: ChatTokenizer,
     config: ml_collections.ConfigDict,
     *,
     output_path: str | os.PathLike | None = None,
     show_progress: bool = True,
 ) -> list[Trajectory]:
-    """One expert episode per task through `env_pool` (the real `EnvPool`, or any object with
-    its interface), graded like rollouts; written to `output_path` as jsonl when given.
+    """One expert episode per task through `env_pool` (the real `EnvPool`, or any
+    EnvPoolProtocol), graded like rollouts; written to `output_path` as jsonl when given.
 
     `config` is the root config (agent.* token/time limits, sampler.*); see `expert_config`.
     Episodes that hit a token budget or an environment error come back unresolved and are

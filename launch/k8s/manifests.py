@@ -11,7 +11,7 @@
   Job                the training run, as deepswe-trainer, with its pod's name and uid in
                      DEEPSWE_POD_* so env pods are garbage-collected with it
 
-The env pods themselves are made by `deepswe_jax.env.k8s_runtime.pod_manifest`; the
+The env pods themselves are made by `deepswe_jax.env.k8s_pods.pod_manifest`; the
 NetworkPolicy only takes effect with a network plugin that enforces policies (Calico,
 Cilium, kindnet >= 0.24, ...).
 """
@@ -24,11 +24,12 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s
 
-from deepswe_jax.env.k8s_runtime import (
+from deepswe_jax.env.k8s_pods import (
     DEFAULT_NAMESPACE,
     ENV_ROLE,
     OWNER_POD_ENV,
     ROLE_LABEL,
+    K8sPodSettings,
     pod_manifest,
 )
 
@@ -260,7 +261,7 @@ def cluster_manifests(
         images[0],
         run_label="example",
         owner="example-host:1234:5678",
-        namespace=namespace_name,
+        settings=K8sPodSettings(namespace=namespace_name),
     )
     return {
         "00-namespace.yaml": [namespace(namespace_name)],

@@ -10,15 +10,10 @@ from dataclasses import dataclass, field
 import docker
 import pytest
 
-from deepswe_jax.env.docker_runtime import RUN_LABEL, DockerRuntime, remove_stale_containers
-from deepswe_jax.env.grading import (
-    GradeResult,
-    check_tasks,
-    format_checks,
-    grade_patch,
-    parse_pytest_summary,
-    r2e_status_map,
-)
+from deepswe_jax.env.docker_runtime import DockerRuntime, remove_stale_containers
+from deepswe_jax.env.grading import GradeResult, check_tasks, format_checks, grade_patch
+from deepswe_jax.env.harness import parse_pytest_summary, r2e_status_map
+from deepswe_jax.env.ownership import RUN_LABEL
 from deepswe_jax.env.tasks import unified_diff
 
 PYTEST_LOG = textwrap.dedent(

@@ -23,7 +23,7 @@ from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.agent.rollout import run_episode
 from deepswe_jax.agent.scripted_policy import gold_patch_replies, reply_ids
 from deepswe_jax.agent.trajectory import StopReason
-from deepswe_jax.env.docker_runtime import RUN_LABEL, DockerRuntime
+from deepswe_jax.env.docker_runtime import DockerRuntime
 from deepswe_jax.env.hosts import (
     CLIENT_MAX_POOL_SIZE,
     CLIENT_NUM_POOLS,
@@ -34,6 +34,7 @@ from deepswe_jax.env.hosts import (
     default_client,
     default_endpoint,
 )
+from deepswe_jax.env.ownership import RUN_LABEL
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.sampling.scripted import ScriptedSampler
 
@@ -234,7 +235,7 @@ def test_pool_survives_a_docker_host_dying_mid_run(tiny_task, docker_client, sec
             envs_per_host=2,
             step_timeout=60,
         ) as pool:
-            first, second = pool.hosts.hosts
+            first, second = pool.placement.hosts.hosts
 
             async def crash_second_host():
                 while second.started < 2:  # both of its episodes are in their `sleep 5`

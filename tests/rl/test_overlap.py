@@ -134,6 +134,15 @@ class SlowPool:
         await asyncio.sleep(ENV_LATENCY_S)
         return Grade(task.instance_id, "resolved" if patch else "unresolved", float(bool(patch)))
 
+    async def run_with_retries(self, episode, *, failed, name: str = "episode"):
+        return await episode()  # no infrastructure to fail
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+    async def close(self) -> None:
+        pass
+
 
 def alternating_sampler(tokenizer: ChatTokenizer) -> ScriptedSampler:
     """Every other episode edits the file then finishes (reward 1); the rest finish at once."""
