@@ -11,7 +11,7 @@ from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import make_mesh
 from deepswe_jax.parallel.memory_plan import GB, plan_memory
 from deepswe_jax.rl.batch import bucket_length, length_buckets_up_to, row_length_buckets
-from deepswe_jax.sampling.jax_sampler import memory_per_device
+from deepswe_jax.sampling.memory import memory_per_device
 
 DEVICE_GB = 80
 

@@ -33,8 +33,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import math
-import os
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -56,6 +54,7 @@ from deepswe_jax.parallel import (
 )
 from deepswe_jax.parallel.sharding import Rules
 from deepswe_jax.sampling.base import Completion, GenerateRequest, SamplingParams
+from deepswe_jax.sampling.memory import cache_shape, free_device_bytes, memory_per_device
 
 
 def sample_next_tokens(
@@ -192,46 +191,6 @@ def _bucket(size: int, buckets: Sequence[int]) -> int:
     return next(b for b in buckets if b >= size)
 
 
-def free_device_bytes(device: jax.Device) -> int:
-    """Bytes `device` can still allocate: its allocator's limit minus what is in use, or for CPU
-    devices (no allocator statistics) the host's available memory, which they share."""
-    stats = device.memory_stats()
-    if stats and "bytes_limit" in stats:
-        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-
-
-def _bytes_per_device(shape: Sequence[int], dtype: Any, sharding: NamedSharding) -> int:
-    return math.prod(sharding.shard_shape(tuple(shape))) * np.dtype(dtype).itemsize
-
-
-def _cache_shape(config: Any, slots: int, max_cache_len: int) -> tuple[int, ...]:
-    """[layers, slots, positions, kv_heads, head_dim] of the keys (and of the values)."""
-    c = config
-    return (c.num_hidden_layers, slots, max_cache_len, c.num_key_value_heads, c.head_dim)
-
-
-def memory_per_device(
-    model: Qwen3ForCausalLM,
-    *,
-    slots: int,
-    max_cache_len: int,
-    mesh: Mesh,
-    rules: Rules = DEFAULT_RULES,
-) -> tuple[int, int]:
-    """(weights, KV cache) bytes on each device of a JaxSampler with `slots` cache rows of
-    `max_cache_len` positions on `mesh` (`model` may be abstract, from nnx.eval_shape)."""
-    state = nnx.state(model)
-    shardings = state_shardings(state, mesh, rules)
-    weights = sum(
-        _bytes_per_device(leaf.shape, leaf.dtype, sharding)
-        for leaf, sharding in zip(jax.tree.leaves(state), jax.tree.leaves(shardings), strict=True)
-    )
-    shape = _cache_shape(model.config, slots, max_cache_len)
-    cache_sharding = logical_to_sharding(CACHE_LOGICAL_AXES, mesh, rules, shape=shape)
-    return weights, 2 * _bytes_per_device(shape, model.dtype, cache_sharding)
-
-
 class JaxSampler:
     """`Sampler` running `Qwen3ForCausalLM` in this process with continuous batching.
 
@@ -290,9 +249,11 @@ class JaxSampler:
         self._state_leaves, self._state_treedef = jax.tree.flatten(state)
         self._state = jax.device_put(state, self._state_shardings, may_alias=False)
 
-        cache_shape = _cache_shape(config, max_batch, max_cache_len)
         cache_sharding = logical_to_sharding(
-            CACHE_LOGICAL_AXES, self._mesh, self._rules, shape=cache_shape
+            CACHE_LOGICAL_AXES,
+            self._mesh,
+            self._rules,
+            shape=cache_shape(config, max_batch, max_cache_len),
         )
         lengths_sharding = logical_to_sharding(("batch",), self._mesh, self._rules, (max_batch,))
         cache_shardings = KVCache(
@@ -346,7 +307,7 @@ class JaxSampler:
             return
         per_slot = cache / self.max_batch
         fitting_slots = max(int((free - weights) // per_slot), 0)
-        layers, slots, length, kv_heads, head_dim = _cache_shape(
+        layers, slots, length, kv_heads, head_dim = cache_shape(
             model.config, self.max_batch, max_cache_len
         )
         raise ValueError(
