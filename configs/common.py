@@ -7,6 +7,10 @@ Experiment configs start from `get_config()` and change what differs. Field mean
   param_dtype          dtype parameters and optimizer state are stored in.
   compute_dtype        dtype of activations and matmuls.
   remat                rematerialization policy: 'none' | 'full' | 'save_dots' | 'offload'.
+  attention            full-sequence attention kernel (model/attention.py): 'xla' (CPU; dense
+                       [heads, seq, seq] scores) | 'cudnn' (GPU: cuDNN flash attention with
+                       sequence lengths; packed rows take the Pallas kernel) | 'pallas' (GPU:
+                       the Pallas flash kernel with segment ids; interpret mode on CPU).
   mesh.{data,fsdp,tensor}  device mesh axis sizes; -1 means "all remaining devices".
   sharding_rules       (logical axis, mesh axis | tuple of mesh axes | None) pairs.
   init_from            '' (random init) | HF directory | Orbax checkpoint directory.
@@ -15,7 +19,13 @@ Experiment configs start from `get_config()` and change what differs. Field mean
                        gradient-accumulation step across all devices; total_steps RL iterations;
                        peak_flops_per_device for the MFU metric (None: not reported);
                        overlap: roll out iteration k+1 while iteration k trains, from a policy
-                       at most max_staleness updates old (rl/overlap.py).
+                       at most max_staleness updates old (rl/overlap.py);
+                       loss_sequences: the sequences a per-sequence loss_mode divides by, 'all'
+                       (DeepSWE: every trajectory of the batch, compact-filtered ones included,
+                       as verl's seq-mean-token-sum) | 'trained' (only those with a loss token).
+                       length_buckets: the row lengths training batches are padded to; ()
+                       = powers of two up to agent.max_prompt_tokens + agent.max_context, which
+                       is the last bucket (36,864 pads to 36,864, not 65,536).
   agent.*              episode limits (tokens, steps, seconds); past submit_notice_tokens
                        response tokens the agent is told to submit (28K of 32K in DeepSWE).
                        interface: what the agent is shown and how its calls run,
@@ -26,7 +36,10 @@ Experiment configs start from `get_config()` and change what differs. Field mean
   sampler.*            rollout sampler ('jax' | 'vllm') and sampling parameters; the vLLM
                        engine's settings and its colocation with the trainer (dtype, memory,
                        tensor parallelism, sleep, JAX's memory fraction; see the comments;
-                       launch/plan_memory.py --sampler plans the engines' memory).
+                       launch/plan_memory.py --sampler plans the engines' memory);
+                       max_cache_tokens: the 'jax' sampler's KV cache budget in tokens, slots =
+                       min(max_batch, budget // (max_prompt_tokens + max_context)) (0 =
+                       max_batch slots); a cache that cannot fit is refused.
   env.*                task file, environment limits (mem_limit and cpus hold for Docker
                        containers and Kubernetes pods alike; pids_limit for Docker only) and
                        backend: 'docker' (containers on docker_hosts, or the local engine) |
@@ -63,6 +76,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.param_dtype = "float32"
     config.compute_dtype = "bfloat16"
     config.remat = "full"
+    config.attention = "xla"
 
     config.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=-1, tensor=1))
     config.sharding_rules = DEFAULT_RULES
@@ -81,6 +95,7 @@ def get_config() -> ml_collections.ConfigDict:
             eps_low=0.2,
             eps_high=0.28,
             loss_mode="seq_sum_const",
+            loss_sequences="all",
             advantage="loo",
             n_rollouts=8,
             tasks_per_step=64,
@@ -91,6 +106,7 @@ def get_config() -> ml_collections.ConfigDict:
             peak_flops_per_device=ml_collections.config_dict.placeholder(float),
             overlap=False,
             max_staleness=1,
+            length_buckets=(),
         )
     )
     config.agent = ml_collections.ConfigDict(
@@ -138,6 +154,7 @@ def get_config() -> ml_collections.ConfigDict:
             # Fraction of each GPU JAX preallocates (XLA_PYTHON_CLIENT_MEM_FRACTION, set before
             # JAX initializes); 0 = JAX's default (75%), which leaves too little for vLLM.
             jax_memory_fraction=0.0,
+            max_cache_tokens=0,
         )
     )
     config.env = ml_collections.ConfigDict(
