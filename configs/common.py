@@ -48,6 +48,11 @@ def get_config() -> ml_collections.ConfigDict:
     config.param_dtype = "float32"  # dtype parameters and optimizer state are stored in
     config.compute_dtype = "bfloat16"  # dtype of activations and matmuls
     config.remat = "full"  # rematerialization: 'none' | 'full' | 'save_dots' | 'offload'
+    # Full-sequence attention kernel (model/attention.py): 'xla' (CPU; dense [heads, seq, seq]
+    # scores) | 'cudnn' (GPU: cuDNN flash attention with sequence lengths; packed rows take the
+    # Pallas kernel) | 'pallas' (GPU: the Pallas flash kernel with segment ids; interpret mode
+    # on CPU).
+    config.attention = "xla"
 
     config.mesh = ml_collections.ConfigDict(
         dict(
@@ -74,13 +79,18 @@ def get_config() -> ml_collections.ConfigDict:
             eps_low=0.2,  # PPO clip below: ratio >= 1 - eps_low
             eps_high=0.28,  # clip-high: ratio <= 1 + eps_high
             loss_mode="seq_sum_const",  # 'seq_sum_const' | 'token_mean' | 'seq_mean_token_mean'
+            # the sequences a per-sequence loss_mode divides by: 'all' (DeepSWE: every
+            # trajectory of the batch, compact-filtered ones included, as verl's
+            # seq-mean-token-sum) | 'trained' (only those with a loss token)
+            loss_sequences="all",
             advantage="loo",  # 'loo' (leave-one-out) | 'grpo' | 'drgrpo'
             compact_filtering=True,  # mask max_steps/max_context/timeout episodes out of the loss
             n_rollouts=8,  # rollouts per task (the group of the advantage)
             tasks_per_step=64,  # tasks per RL iteration
             micro_batch_size=64,  # rows per gradient-accumulation step, across all devices
             # row lengths batches are padded to (each trajectory gets the smallest that fits);
-            # () = powers of two
+            # () = powers of two up to agent.max_prompt_tokens + agent.max_context, which is the
+            # last bucket (36,864 pads to 36,864, not 65,536)
             length_buckets=(),
             num_iterations=1,  # optimizer steps per batch (DeepSWE: 1)
             logprob_chunk=1024,  # sequence positions per chunk of the log-prob computation
@@ -111,16 +121,41 @@ def get_config() -> ml_collections.ConfigDict:
     )
     config.sampler = ml_collections.ConfigDict(
         dict(
-            kind="vllm",  # 'jax' (in-process JaxSampler) | 'vllm'
+            kind="vllm",  # 'jax' (in-process JaxSampler) | 'vllm' (an in-process vLLM engine)
             temperature=1.0,  # sampling temperature (the trainer scores at the same one)
             top_p=1.0,  # nucleus sampling; 1.0 = off
             top_k=0,  # top-k sampling; 0 = off
-            max_batch=512,  # sequences decoded at once (JaxSampler slots)
-            hf_dir="",  # HF weights the vLLM engine starts from; '' = config.init_from
-            # devices per vLLM engine, and the share of each device an engine may use
-            # (launch/plan_memory.py --sampler plans both)
+            max_batch=512,  # sequences decoded at once (JaxSampler slots, vLLM's max_num_seqs)
+            # vLLM: a HF directory whose config.json describes the policy ('' = written from
+            # config.model); the weights always come from the trainer.
+            hf_dir="",
+            # vLLM engine (sampling/vllm_engine.VLLMSettings), colocated with the trainer:
+            # dtype of the engine's weights (synced from the trainer in this dtype) and compute.
+            dtype="bfloat16",
+            # 'auto' (the installed vLLM build's platform) | 'cuda' | 'cpu'.
+            device="auto",
+            # GPU: fraction of each device's memory the engine may take (weights, KV cache,
+            # activations): 0.9 for an engine alone (evaluation); beside the trainer it must
+            # fit with what JAX holds (jax_memory_fraction; configs/deepswe_qwen3_32b.py).
+            gpu_memory_utilization=0.9,
+            # KV-cache bytes per engine; 0 = from gpu_memory_utilization (GPU), or room for
+            # max_batch sequences of the longest context (CPU).
+            kv_cache_bytes=0,
+            # GPUs one engine spans (vLLM tensor parallelism: spawned workers, CUDA IPC sync);
+            # launch/plan_memory.py --sampler plans the engines' memory.
             tensor_parallel_size=1,
-            gpu_memory_utilization=0.9,  # see tensor_parallel_size
+            # Consecutive JAX processes that share one engine; the first owns it, rolls out
+            # and alone receives the synced weights (1 = an engine per process).
+            processes_per_engine=1,
+            # Free the engine's memory while the trainer steps (GPU sleep mode; CPU has none).
+            sleep=True,
+            # Fraction of each GPU JAX preallocates (XLA_PYTHON_CLIENT_MEM_FRACTION, set before
+            # JAX initializes); 0 = JAX's default (75%), which leaves too little for vLLM.
+            jax_memory_fraction=0.0,
+            # the 'jax' sampler's KV cache budget in tokens: slots = min(max_batch,
+            # budget // (max_prompt_tokens + max_context)); 0 = max_batch slots; a cache that
+            # cannot fit the devices is refused
+            max_cache_tokens=0,
         )
     )
     config.env = ml_collections.ConfigDict(

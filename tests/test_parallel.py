@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import math
+import pkgutil
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,6 +14,7 @@ from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+import configs
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import (
     DEFAULT_RULES,
@@ -72,32 +77,27 @@ def test_logical_to_spec_refuses_non_dividing_and_colliding_axes():
         logical_to_spec(("experts",))
 
 
-def test_every_shipped_config_lays_out_its_parameters():
-    """tiny, sft_tiny, verifier_tiny on the 8 test devices and Qwen3-32B on its 64-device mesh:
-    every parameter and optimizer-state array resolves without a dropped axis."""
-    from configs import deepswe_qwen3_32b, sft_tiny, tiny, verifier_tiny
-
-    for module, devices in ((tiny, 8), (sft_tiny, 8), (verifier_tiny, 8), (deepswe_qwen3_32b, 64)):
-        config = module.get_config()
-        mesh_shape = dict(
-            zip(
-                ("data", "fsdp", "tensor"),
-                mesh_shape_for(
-                    config.mesh.data, config.mesh.fsdp, config.mesh.tensor, num_devices=devices
-                ),
-                strict=True,
-            )
+@pytest.mark.parametrize(
+    "name",
+    sorted(m.name for m in pkgutil.iter_modules(configs.__path__) if m.name != "common"),
+)
+def test_every_shipped_config_lays_out_its_parameters(name):
+    """Each config on its own mesh (the product of its sizes, or the 8 test devices for a -1
+    axis; Qwen3-32B on 64): every parameter resolves without a dropped axis. Nothing is
+    allocated (nnx.eval_shape)."""
+    config = importlib.import_module(f"configs.{name}").get_config()
+    sizes = (config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
+    devices = 8 if -1 in sizes else math.prod(sizes)
+    mesh_shape = dict(zip(("data", "fsdp", "tensor"), mesh_shape_for(*sizes, devices), strict=True))
+    model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
+    abstract = nnx.eval_shape(lambda: Qwen3ForCausalLM(model_config, rngs=nnx.Rngs(0)))
+    for _, variable in nnx.to_flat_state(nnx.state(abstract, nnx.Param)):
+        logical_to_spec(
+            variable_logical_axes(variable),
+            config.sharding_rules,
+            shape=variable.get_value().shape,
+            mesh_shape=mesh_shape,
         )
-        model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
-        abstract = nnx.eval_shape(lambda c=model_config: Qwen3ForCausalLM(c, rngs=nnx.Rngs(0)))
-        for _, variable in nnx.to_flat_state(nnx.state(abstract, nnx.Param)):
-            shape = variable.get_value().shape
-            logical_to_spec(
-                variable_logical_axes(variable),
-                config.sharding_rules,
-                shape=shape,
-                mesh_shape=mesh_shape,
-            )
 
 
 def test_constrain_applies_only_under_a_mesh():

@@ -46,7 +46,7 @@ from deepswe_jax.env.runtime import (
     ExecRuntime,
     MissingImageError,
 )
-from deepswe_jax.env.tools import SERVER_PATH, install_archive
+from deepswe_jax.env.tools import install_archive, server_command
 
 logger = logging.getLogger(__name__)
 
@@ -268,7 +268,7 @@ class DockerRuntime(ExecRuntime):
         try:
             return self.client.containers.create(
                 self.image,
-                entrypoint=["python3", "-u", SERVER_PATH],
+                entrypoint=server_command(),
                 name=self.name,
                 stdin_open=True,
                 tty=False,

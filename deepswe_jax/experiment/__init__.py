@@ -50,8 +50,10 @@ from deepswe_jax.experiment.settings import (
 )
 from deepswe_jax.experiment.training import (
     OBJECTIVES,
+    apply_jax_memory_settings,
     make_sampler,
     make_trainer,
+    serving_sampler,
     train,
     train_sft,
     train_verifier,
@@ -62,6 +64,7 @@ __all__ = [
     "ENV_BACKENDS",
     "OBJECTIVES",
     "abstract_model",
+    "apply_jax_memory_settings",
     "agent_interface",
     "checkpoint_follower",
     "checkpoint_settings",
@@ -79,6 +82,7 @@ __all__ = [
     "make_env_pool",
     "make_sampler",
     "make_trainer",
+    "serving_sampler",
     "model_factory",
     "node_labels",
     "optimizer_settings",

@@ -28,7 +28,7 @@ from deepswe_jax.experiment.model import (
     sharding_rules,
 )
 from deepswe_jax.experiment.settings import episode_settings
-from deepswe_jax.experiment.training import make_sampler
+from deepswe_jax.experiment.training import serving_sampler
 from deepswe_jax.verify import evaluation
 from deepswe_jax.verify.evaluation import FIXED_PATCH_POLICIES, AgentPolicy
 from deepswe_jax.verify.expert import collect_expert_trajectories
@@ -41,7 +41,7 @@ def load_agent_policy(config: ml_collections.ConfigDict, *, seed: int) -> AgentP
     mesh = device_mesh(config)
     params = initial_params(config, mesh, rules)
     graphdef, _ = nnx.split(abstract_model(config), nnx.Param)
-    sampler = make_sampler(config, nnx.merge(graphdef, params), mesh, rules, seed)
+    sampler = serving_sampler(config, nnx.merge(graphdef, params), mesh, rules, seed)
     return AgentPolicy(sampler, load_tokenizer(config))
 
 

@@ -3,10 +3,11 @@
 Parameter shapes and logical axes come from `nnx.eval_shape` of the model (nothing is allocated);
 each array's per-device size follows the config's sharding rules on the (data, fsdp, tensor) mesh.
 Optimizer state is AdamW (two moments in param_dtype); gradients match the parameters.
-Activations are an estimate for one micro-batch (rl.micro_batch_size sequences of
-agent.max_prompt_tokens + agent.max_context tokens) under the remat policy, assuming a flash
-attention kernel (no [seq, seq] scores are kept; attention='xla' counts them). The activation
-factors are checked against XLA's compiled memory analysis in tests/test_plan_memory.py.
+Activations are an estimate for one micro-batch (rl.micro_batch_size rows of the longest
+trajectory, agent.max_prompt_tokens + agent.max_context tokens, padded to its length bucket as
+the training batches are) under the remat policy. With config.attention 'cudnn' or 'pallas' no
+[seq, seq] scores are kept (flash kernels); 'xla' counts them. The activation factors are
+checked against XLA's compiled memory analysis in tests/test_plan_memory.py.
 The command line is launch/plan_memory.py.
 """
 
@@ -23,6 +24,7 @@ from ml_collections import ConfigDict
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel.mesh import mesh_shape_for
 from deepswe_jax.parallel.sharding import logical_to_spec, variable_logical_axes
+from deepswe_jax.rl.batch import bucket_length, row_length_buckets
 
 GB = 1e9
 
@@ -41,7 +43,9 @@ class MemoryPlan:
     layer_working_set: int
     logits: int
     sequences_per_device: int
-    seq_len: int
+    seq_len: int  # padded row length assumed
+    max_row_tokens: int  # the longest trajectory before padding
+    attention: str
 
     @property
     def total(self) -> int:
@@ -71,9 +75,13 @@ def plan_memory(
     num_devices: int,
     *,
     seq_len: int | None = None,
-    attention: str = "flash",
+    attention: str | None = None,
 ) -> MemoryPlan:
-    """Per-device memory of one training micro-step of `config` on `num_devices` devices."""
+    """Per-device memory of one training micro-step of `config` on `num_devices` devices.
+
+    seq_len: row length (default: agent.max_prompt_tokens + agent.max_context padded to its
+    bucket of config.rl.length_buckets); attention: the kernel (default config.attention).
+    """
     model_config = Qwen3Config.from_hf_dict(config.model.to_dict(), source="config.model")
     data, fsdp, tensor = mesh_shape_for(
         config.mesh.data, config.mesh.fsdp, config.mesh.tensor, num_devices=num_devices
@@ -98,7 +106,11 @@ def plan_memory(
             gathered_layer_elements += _local_elements(shape[1:], spec[1:], gather)
 
     c = model_config
-    seq_len = seq_len or config.agent.max_prompt_tokens + config.agent.max_context
+    max_row = config.agent.max_prompt_tokens + config.agent.max_context
+    seq_len = seq_len or bucket_length(
+        max_row, row_length_buckets(max_row, config.rl.length_buckets)
+    )
+    attention = attention or config.attention
     batch = math.ceil(config.rl.micro_batch_size / (data * fsdp))
     tokens = batch * seq_len
     e, q, kv = c.hidden_size, c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
@@ -138,6 +150,8 @@ def plan_memory(
         logits=logits,
         sequences_per_device=batch,
         seq_len=seq_len,
+        max_row_tokens=max_row,
+        attention=attention,
     )
 
 
@@ -158,22 +172,31 @@ def format_plan(plan: MemoryPlan, config: ConfigDict, device_memory_gb: float) -
     ]
     lines = [
         f"mesh data={data} fsdp={fsdp} tensor={tensor}; micro-batch "
-        f"{plan.sequences_per_device} sequence(s) x {plan.seq_len} tokens per device",
+        f"{plan.sequences_per_device} sequence(s) x {plan.seq_len:,} tokens per device",
+        f"row length: {plan.seq_len:,} tokens padded (longest trajectory: agent.max_prompt_tokens "
+        f"+ agent.max_context = {plan.max_row_tokens:,}); attention={plan.attention}",
         f"{'item':<28}{'GB/device':>12}  note",
     ]
     lines += [f"{name:<28}{size / GB:>12.2f}  {note}" for name, size, note in rows]
     fits = plan.total <= device_memory_gb * GB
     lines.append(f"{'total':<28}{plan.total / GB:>12.2f}  of {device_memory_gb:g} GB")
-    lines.append(f"fits: {'yes' if fits else 'NO'}")
+    margin = device_memory_gb - plan.total / GB
+    lines.append(
+        f"fits: {'yes' if fits else 'NO'} (margin {margin:.1f} GB, "
+        f"{margin / device_memory_gb:.0%} of the device)"
+    )
     if config.rl.micro_batch_size % (data * fsdp):
         lines.append(
             f"note: rl.micro_batch_size={config.rl.micro_batch_size} does not divide over "
             f"data x fsdp = {data * fsdp} batch shards; make it a multiple"
         )
     if not fits:
+        kernel = (
+            " use a flash kernel (--config.attention=cudnn)," if plan.attention == "xla" else ""
+        )
         lines.append(
-            "does not fit: raise --config.mesh.fsdp/tensor, use --config.remat=full, lower "
-            "--config.rl.micro_batch_size or --config.rl.logprob_chunk"
+            f"does not fit:{kernel} raise --config.mesh.fsdp/tensor, use --config.remat=full, "
+            "lower --config.rl.micro_batch_size or --config.rl.logprob_chunk"
         )
     return "\n".join(lines)
 

@@ -9,7 +9,7 @@ import jax
 import ml_collections
 
 from deepswe_jax.experiment.model import abstract_model, sharding_rules
-from deepswe_jax.experiment.training import make_sampler
+from deepswe_jax.experiment.training import serving_sampler
 from deepswe_jax.model import Qwen3ForCausalLM
 from deepswe_jax.sampling.base import Sampler
 from deepswe_jax.sampling.checkpoint_follower import CheckpointFollower
@@ -23,11 +23,11 @@ def checkpoint_follower(
     status_file: str | os.PathLike | None = None,
 ) -> CheckpointFollower:
     """A CheckpointFollower of the trainer's `checkpoint_dir` for config.model, serving on
-    `mesh` (any shape) through `make_sampler(config, ...)` seeded with config.seed."""
+    `mesh` (any shape) through `serving_sampler(config, ...)` seeded with config.seed."""
     rules = sharding_rules(config)
 
     def sampler_for(model: Qwen3ForCausalLM) -> Sampler:
-        return make_sampler(config, model, mesh, rules, config.seed)
+        return serving_sampler(config, model, mesh, rules, config.seed)
 
     return CheckpointFollower(
         checkpoint_dir,

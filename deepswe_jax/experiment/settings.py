@@ -14,6 +14,7 @@ from deepswe_jax.agent.interface import (
 from deepswe_jax.agent.r2egym import PromptFileError, R2EGymInterface, load_prompts
 from deepswe_jax.agent.rollout import EpisodeSettings
 from deepswe_jax.model.lora import LoRAConfig
+from deepswe_jax.rl.batch import row_length_buckets
 from deepswe_jax.rl.loop import LoopSettings, UpdateSettings
 from deepswe_jax.rl.run_directory import CheckpointSettings
 from deepswe_jax.rl.sft import SFTSettings
@@ -98,18 +99,22 @@ def loss_settings(config: ml_collections.ConfigDict) -> LossSettings:
         eps_low=config.rl.eps_low,
         eps_high=config.rl.eps_high,
         max_response_len=config.agent.max_context,
+        sequences=config.rl.loss_sequences,
         logprob_chunk=config.rl.logprob_chunk,
         temperature=config.sampler.temperature,
     )
 
 
 def update_settings(config: ml_collections.ConfigDict) -> UpdateSettings:
+    """config.rl's batching; rows are padded to rl.length_buckets, () meaning powers of two up
+    to the longest trajectory (agent.max_prompt_tokens + agent.max_context)."""
     rl = config.rl
+    longest = config.agent.max_prompt_tokens + config.agent.max_context
     return UpdateSettings(
         micro_batch_size=rl.micro_batch_size,
         advantage=rl.advantage,
         compact_filtering=rl.compact_filtering,
-        length_buckets=tuple(rl.length_buckets),
+        length_buckets=row_length_buckets(longest, rl.length_buckets),
         num_iterations=rl.num_iterations,
     )
 
@@ -124,6 +129,7 @@ def loop_settings(config: ml_collections.ConfigDict) -> LoopSettings:
         seed=config.seed,
         overlap=rl.overlap,
         max_staleness=rl.max_staleness,
+        processes_per_engine=config.sampler.processes_per_engine,
     )
 
 

@@ -42,6 +42,7 @@ from deepswe_jax.experiment.settings import (
 from deepswe_jax.model import Qwen3ForCausalLM
 from deepswe_jax.model.lora import LoRAParam, apply_lora
 from deepswe_jax.parallel import make_mesh
+from deepswe_jax.parallel.distributed import host_copy
 from deepswe_jax.parallel.sharding import Rules
 from deepswe_jax.rl import loop, sft
 from deepswe_jax.rl.run_directory import RunDirectory
@@ -105,6 +106,9 @@ def make_trainer(
         learning_rate=learning_rate_schedule(optimizer),
         loss_fn=loss_fn,
         trainable=LoRAParam if objective == "verifier" and lora_config(config) else nnx.Param,
+        # RL and SFT batches hold one trajectory per row, so attention may take sequence
+        # lengths (cuDNN); verifier batches stay packable.
+        packed_rows=objective == "verifier",
     )
 
 
@@ -115,37 +119,87 @@ def make_sampler(
     rules: Rules,
     seed: int,
 ) -> Sampler:
-    """The sampler of config.sampler.kind serving `model`: 'jax' (in-process JaxSampler on
-    `mesh`, config.sampler.max_batch slots) or 'vllm' (needs a HF directory with config.json:
-    config.sampler.hf_dir, else config.init_from). Room for agent.max_prompt_tokens +
-    agent.max_context tokens per sequence."""
-    max_len = config.agent.max_prompt_tokens + config.agent.max_context
-    kind = config.sampler.kind
-    if kind == "jax":
-        from deepswe_jax.sampling.jax_sampler import JaxSampler
+    """The sampler of config.sampler.kind for the policy `model`, with room for
+    agent.max_prompt_tokens + agent.max_context tokens per sequence:
 
-        return JaxSampler(
-            model,
-            max_batch=config.sampler.max_batch,
-            max_cache_len=max_len,
-            mesh=mesh,
-            rules=rules,
-            seed=seed,
-        )
-    if kind == "vllm":
+    'jax': an in-process JaxSampler serving `model`'s weights on `mesh` (config.sampler.max_batch
+    slots, or as many as max_cache_tokens allows). 'vllm': an in-process vLLM engine per
+    config.sampler.* for config.model's architecture; its weights arrive with the first
+    `sync_weights` (the RL loop publishes them before the first rollout; `serving_sampler` syncs
+    `model`'s).
+    """
+    sampler = config.sampler
+    max_len = config.agent.max_prompt_tokens + config.agent.max_context
+    if sampler.kind == "vllm":
+        from deepswe_jax.sampling.vllm_engine import VLLMSettings
         from deepswe_jax.sampling.vllm_sampler import VLLMSampler
 
-        hf_dir = config.sampler.hf_dir or config.init_from
-        if not os.path.isfile(os.path.join(hf_dir, "config.json")):
-            raise ValueError(
-                "the vllm sampler needs a HF directory with config.json and the tokenizer; set "
-                "config.sampler.hf_dir (or start from one with config.init_from)"
-            )
-        return VLLMSampler(model, hf_dir, max_model_len=max_len, seed=seed)
-    raise ValueError(
-        f"config.sampler.kind={kind!r}; use 'jax' (in-process) or 'vllm' (GPU); scripted "
-        "samplers are passed to experiment.train(..., sampler=...)"
+        settings = VLLMSettings(
+            max_model_len=max_len,
+            max_batch=sampler.max_batch,
+            dtype=sampler.dtype,
+            device=sampler.device,
+            gpu_memory_utilization=sampler.gpu_memory_utilization,
+            kv_cache_bytes=sampler.kv_cache_bytes,
+            tensor_parallel_size=sampler.tensor_parallel_size,
+            sleep=sampler.sleep,
+            seed=seed,
+        )
+        return VLLMSampler(
+            abstract_model(config),
+            settings,
+            hf_dir=sampler.hf_dir,
+            processes_per_engine=sampler.processes_per_engine,
+        )
+    if sampler.kind != "jax":
+        raise ValueError(
+            f"config.sampler.kind={sampler.kind!r}; use 'jax' (in-process) or 'vllm'; scripted "
+            "samplers are passed to experiment.train(..., sampler=...)"
+        )
+    if sampler.processes_per_engine != 1:
+        raise ValueError(
+            "config.sampler.processes_per_engine applies to kind='vllm'; JaxSampler runs one "
+            "sampler per process (set it to 1)"
+        )
+    from deepswe_jax.sampling.jax_sampler import JaxSampler
+
+    return JaxSampler(
+        model,
+        max_batch=sampler.max_batch,
+        max_cache_len=max_len,
+        max_cache_tokens=sampler.max_cache_tokens or None,
+        mesh=mesh,
+        rules=rules,
+        seed=seed,
     )
+
+
+def serving_sampler(
+    config: ml_collections.ConfigDict,
+    model: Qwen3ForCausalLM,
+    mesh: jax.sharding.Mesh,
+    rules: Rules,
+    seed: int,
+) -> Sampler:
+    """`make_sampler`, serving `model`'s weights from the start whatever the kind (evaluation,
+    a sampler process): a vLLM engine gets them by one sync."""
+    sampler = make_sampler(config, model, mesh, rules, seed)
+    if config.sampler.kind == "vllm":
+        sampler.sync_weights(nnx.state(model, nnx.Param))
+    return sampler
+
+
+def apply_jax_memory_settings(config: ml_collections.ConfigDict) -> None:
+    """Caps the GPU memory JAX preallocates at config.sampler.jax_memory_fraction (0: JAX's
+    default), so a colocated vLLM engine finds the rest free. Only takes effect before JAX
+    initializes its backends: call it first thing (launch/train.py does)."""
+    fraction = config.sampler.jax_memory_fraction
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(
+            f"config.sampler.jax_memory_fraction={fraction} must lie in [0, 1) (0 = JAX's default)"
+        )
+    if fraction:
+        os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{fraction:.3f}"
 
 
 def train(
@@ -182,7 +236,9 @@ def train(
             if sampler is not None:
                 return sampler
             mesh = trainer.mesh
-            if jax.process_count() > 1:  # each process samples on its own devices
+            if config.sampler.kind == "jax" and jax.process_count() > 1:
+                # Each process samples on its own devices, from a whole copy (a collective).
+                params = host_copy(params)
                 mesh = make_mesh(1, -1, 1, devices=jax.local_devices())
             built = make_sampler(config, nnx.merge(trainer.graphdef, params), mesh, rules, seed)
             stack.callback(built.close)

@@ -61,8 +61,8 @@ class UpdateSettings:
 
     micro_batch_size: rows per gradient-accumulation step, across all devices. advantage:
     'loo' | 'grpo' | 'drgrpo'. compact_filtering: mask episodes a budget stopped (DeepSWE).
-    length_buckets: row lengths to pad to; () = powers of two. num_iterations: optimizer
-    steps per batch (DeepSWE: 1).
+    length_buckets: the row lengths batches are padded to (rl.batch.row_length_buckets).
+    num_iterations: optimizer steps per batch (DeepSWE: 1).
     """
 
     micro_batch_size: int
@@ -77,7 +77,8 @@ class LoopSettings:
     """The RL loop's schedule (config.rl and config.seed): `total_steps` iterations of
     `tasks_per_step` tasks with `n_rollouts` episodes each; the task stream is shuffled with
     `seed`; `overlap` rolls out iteration k+1 during iteration k's update, from a policy at most
-    `max_staleness` updates old."""
+    `max_staleness` updates old; `processes_per_engine` processes share one sampler, whose
+    first rolls out for them (`rollout_share`)."""
 
     total_steps: int
     tasks_per_step: int
@@ -86,6 +87,7 @@ class LoopSettings:
     seed: int = 0
     overlap: bool = False
     max_staleness: int = 1
+    processes_per_engine: int = 1
 
 
 def tasks_for_iteration(
@@ -131,7 +133,7 @@ def update_policy(
         micro_batch_size=settings.micro_batch_size,
         advantage=settings.advantage,
         compact_filtering=settings.compact_filtering,
-        length_buckets=settings.length_buckets or None,  # () = powers of two
+        length_buckets=settings.length_buckets,
     )
     metrics = batch_metrics(batch.stats, len(batch.micro_batches))
     if not batch.micro_batches:
@@ -148,6 +150,15 @@ def update_policy(
         "train/skipped": 0.0,
         **{f"train/{key}": value for key, value in train_metrics.items()},
     }
+
+
+def rollout_share(tasks: Sequence[Task], processes_per_engine: int) -> list[Task]:
+    """This process's share of an iteration's tasks: they are split among the processes that
+    own a sampler (all, or the first of each group of `processes_per_engine`)."""
+    group, member = divmod(jax.process_index(), processes_per_engine)
+    if member:
+        return []
+    return list(tasks[group :: jax.process_count() // processes_per_engine])
 
 
 @contextlib.contextmanager
@@ -190,10 +201,14 @@ def log_progress(step: int, total_steps: int, metrics: dict[str, float]) -> None
     )
 
 
-def published_weights(params: nnx.State) -> nnx.State:
+def published_weights(params: nnx.State, sampler: Sampler) -> nnx.State:
     """What the sampler is given: the trainer's params, or with several processes a whole host
-    copy on each (a collective), since each process's sampler runs on its own devices."""
-    return host_copy(params) if jax.process_count() > 1 else params
+    copy on each (a collective), since each process's sampler runs on its own devices; a
+    sampler that extracts what it needs from the sharded params itself (`syncs_global_arrays`,
+    the vLLM sampler) gets them as they are."""
+    if jax.process_count() == 1 or getattr(sampler, "syncs_global_arrays", False):
+        return params
+    return host_copy(params)
 
 
 def gather_trajectories(local: list[Trajectory]) -> list[Trajectory]:
@@ -225,11 +240,12 @@ def train(
     the final state.
 
     initial_params: the starting policy's parameters, called only when there is no checkpoint.
-    make_sampler: called once, with the (restored) parameters on every process (a collective
-    with several processes) and a seed; the caller closes what it makes, and `env_pool`.
+    make_sampler: called once, with the (restored) trainer parameters on every process (a
+    collective with several processes) and a seed; the caller closes what it makes, and
+    `env_pool`.
     """
     run = run_dir.restore_or_init(trainer, initial_params, settings.seed)
-    sampler = make_sampler(published_weights(run.train_state.params), sampler_seed(run))
+    sampler = make_sampler(run.train_state.params, sampler_seed(run))
     run_dir.open_metrics(run.iteration)
     primary = run_dir.primary
     tasks_consumed = run.tasks_consumed
@@ -241,7 +257,7 @@ def train(
             tasks, seed=settings.seed, position=tasks_consumed, count=settings.tasks_per_step
         )
         trajectories = await collect_rollouts(
-            iteration_tasks[jax.process_index() :: jax.process_count()],
+            rollout_share(iteration_tasks, settings.processes_per_engine),
             settings.n_rollouts,
             env_pool,
             sampler,
@@ -265,7 +281,7 @@ def train(
             )
         )
         state = run.train_state
-        scheduler.publish(run.iteration, published_weights(state.params))
+        scheduler.publish(run.iteration, published_weights(state.params, sampler))
         for iteration in range(run.iteration, settings.total_steps):
             started = time.perf_counter()
             timings: dict[str, float] = {}
@@ -275,14 +291,14 @@ def train(
             trajectories = gather_trajectories(local_trajectories)
             if primary:
                 write_trajectories(trajectories_path(run_dir.workdir, iteration), trajectories)
-            if hasattr(sampler, "sleep") and not settings.overlap:  # frees a vLLM engine's memory
+            if not settings.overlap:  # frees a colocated vLLM engine's memory for the train step
                 sampler.sleep()
             with timed(timings, "time/train_s"):
                 state, update_metrics = scheduler.run_while_collecting(
                     update_policy, trainer, state, trajectories, settings.update
                 )
             step = iteration + 1
-            scheduler.publish(step, published_weights(state.params))
+            scheduler.publish(step, published_weights(state.params, sampler))
             with timed(timings, "time/checkpoint_s"):
                 run_dir.save(
                     step,

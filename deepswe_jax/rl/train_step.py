@@ -106,6 +106,8 @@ class LossSettings:
     """The loss hyperparameters (config.rl, and the response budget of config.agent).
 
     max_response_len: the constant of 'seq_sum_const' (config.agent.max_context).
+    sequences: which sequences a per-sequence mode divides by: 'all' (DeepSWE) | 'trained'
+      (rl/loss.py).
     logprob_chunk: sequence positions per chunk of the log-prob computation.
     temperature: the sampler's temperature, so trainer and sampler score the same distribution.
     """
@@ -114,6 +116,7 @@ class LossSettings:
     eps_low: float = 0.2
     eps_high: float = 0.28
     max_response_len: int = 32768
+    sequences: str = "all"
     logprob_chunk: int = 1024
     temperature: float = 1.0
 
@@ -162,6 +165,8 @@ class PolicyGradientLoss:
             mode=settings.mode,
             max_response_len=settings.max_response_len,
             segment_ids=batch["segment_ids"],
+            sequences=settings.sequences,
+            absent_sequences=batch["absent_sequences"],
         )
         mask = batch["loss_mask"]
         clip = {"eps_low": settings.eps_low, "eps_high": settings.eps_high}
@@ -174,6 +179,11 @@ class PolicyGradientLoss:
             {
                 **{f"policy_{key}": value for key, value in policy.items()},
                 **{f"sampler_{k}": v for k, v in sampler.items() if "clipped" not in k},
+                # |trainer - sampler| logprob per loss token: how far the sampler's numerics
+                # are from the trainer's (same weights; 0 up to float rounding).
+                "sampler_logprob_abs_diff_sum": jnp.where(
+                    mask > 0, jnp.abs(old - batch["sampler_logprobs"]), 0.0
+                ).sum(),
             },
         )
 
@@ -190,6 +200,7 @@ class PolicyGradientLoss:
             "sampler_ratio_mean": float(sums["sampler_ratio_sum"]) / tokens,
             "sampler_ratio_min": float(sums["sampler_ratio_min"]),
             "sampler_ratio_max": float(sums["sampler_ratio_max"]),
+            "sampler_logprob_abs_diff": float(sums["sampler_logprob_abs_diff_sum"]) / tokens,
         }
 
 
@@ -243,6 +254,9 @@ class Trainer:
         reported.
       trainable: nnx filter of the parameters that train (e.g. lora.LoRAParam); the others get
         no gradient and no optimizer state, and grad_norm / update_norm cover the trainable ones.
+      packed_rows: whether a row may hold several sequences (rl.batch pack_length); False lets
+        the attention kernel take sequence lengths instead of segments (cuDNN), and a
+        micro-batch with a packed row is refused.
     """
 
     def __init__(
@@ -257,8 +271,10 @@ class Trainer:
         learning_rate: optax.Schedule | None = None,
         loss_fn: MicroBatchLoss | None = None,
         trainable: nnx.filterlib.Filter = nnx.Param,
+        packed_rows: bool = True,
     ):
         self.graphdef, params = nnx.split(model, nnx.Param)
+        self.packed_rows = packed_rows
         abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), params)
         self._abstract_params = abstract_params
         self.trainable = trainable
@@ -321,7 +337,9 @@ class Trainer:
         self, params: nnx.State, batch: dict[str, jax.Array]
     ) -> tuple[jax.Array, jax.Array]:
         model = nnx.merge(self.graphdef, params)
-        hidden = model.hidden_states(batch["input_ids"], batch["positions"], batch["segment_ids"])
+        hidden = model.hidden_states(
+            batch["input_ids"], batch["positions"], batch["segment_ids"], packed=self.packed_rows
+        )
         return token_logprobs(
             hidden,
             model.unembed_matrix().astype(model.dtype),
@@ -421,6 +439,11 @@ class Trainer:
         return jax.make_array_from_process_local_data(self.batch_sharding, array)
 
     def _device_batch(self, micro_batch: MicroBatch) -> dict[str, jax.Array]:
+        if not self.packed_rows and micro_batch.segment_ids.max(initial=0) > 1:
+            raise ValueError(
+                "a micro-batch row holds several packed sequences, but this Trainer was built "
+                "with packed_rows=False (one sequence per row); build it with packed_rows=True"
+            )
         return {name: self._put(array) for name, array in _batch_arrays(micro_batch).items()}
 
     def logprobs(self, params: nnx.State, micro_batch: MicroBatch) -> jax.Array:
