@@ -85,11 +85,7 @@ def initial_params(
     path = config.init_from
     if not path:
         return nnx.state(create_sharded_model(make_model, mesh, rules), nnx.Param)
-    if not os.path.isdir(path):
-        raise FileNotFoundError(
-            f"config.init_from={path!r} is not a directory; give a HF model directory, an Orbax "
-            "checkpoint (launch/import_hf.py output) or '' for random init"
-        )
+    check_init_from(path)
     if os.path.isfile(os.path.join(path, "config.json")):
         _check_model_config(config, Qwen3Config.from_json_file(path), path)
         model = load_hf_checkpoint(
@@ -105,6 +101,15 @@ def initial_params(
     _, abstract_params = nnx.split(nnx.eval_shape(make_model), nnx.Param)
     target = restore_target(abstract_params, state_shardings(abstract_params, mesh, rules))
     return restore_params(path, target)
+
+
+def check_init_from(path: str) -> None:
+    """Raises FileNotFoundError unless config.init_from is '' or a directory."""
+    if path and not os.path.isdir(path):
+        raise FileNotFoundError(
+            f"config.init_from={path!r} is not a directory; give a HF model directory, an Orbax "
+            "checkpoint (launch/import_hf.py output) or '' for random init"
+        )
 
 
 ENV_BACKENDS = ("docker", "kubernetes")
@@ -243,3 +248,65 @@ def load_tokenizer(config: ml_collections.ConfigDict) -> ChatTokenizer:
             "checkpoint, or tests/assets/tokenizer for the tiny model)"
         )
     return ChatTokenizer.from_directory(config.tokenizer)
+
+
+def prepare_task_images(pool: EnvPool, tasks: Sequence[Task]) -> None:
+    """Before any episode: a pool that builds images (Docker) builds the missing task images
+    from their `source`, or raises ImageBuildError naming every task whose image is missing and
+    cannot be built (instead of each episode failing to start, retried, then given up). A
+    Kubernetes pool's nodes pull task images from a registry: nothing to do here."""
+    from deepswe_jax.env.images import ensure_task_images
+
+    if pool.build_images:
+        ensure_task_images(tasks)
+
+
+# Config fields an RL run needs above 0 (counts and seconds), and at least 0.
+_POSITIVE_FIELDS = (
+    "rl.n_rollouts",
+    "rl.micro_batch_size",
+    "rl.num_iterations",
+    "agent.max_steps",
+    "agent.max_prompt_tokens",
+    "agent.max_context",
+    "agent.step_timeout",
+    "agent.trajectory_timeout",
+    "agent.reward_timeout",
+    "sampler.max_batch",
+    "env.max_envs",
+    "checkpoint.every",
+    "checkpoint.keep",
+)
+_NON_NEGATIVE_FIELDS = ("rl.total_steps", "rl.max_staleness")
+SAMPLER_KINDS = ("jax", "vllm")
+
+
+def check_train_config(
+    config: ml_collections.ConfigDict, tasks: Sequence[Task], *, sampler_given: bool = False
+) -> None:
+    """Raises ValueError naming the first config value an RL run cannot start with (before its
+    work directory, model or sampler exist): counts below 1, negative step counts, a
+    tasks_per_step the task list cannot fill, an unknown sampler kind (unless `sampler_given`);
+    FileNotFoundError for a config.init_from that is not a directory.
+    """
+    for name in _POSITIVE_FIELDS + _NON_NEGATIVE_FIELDS:
+        section, field = name.split(".")
+        value = config[section].get(field)
+        positive = name in _POSITIVE_FIELDS
+        if value is not None and (value <= 0 if positive else value < 0):
+            raise ValueError(
+                f"config.{name}={value!r} must be {'above' if positive else 'at least'} 0; "
+                f"set --config.{name}"
+            )
+    count = config.rl.tasks_per_step
+    if not 0 < count <= len(tasks):
+        raise ValueError(
+            f"config.rl.tasks_per_step={count} must be between 1 and the number of tasks "
+            f"({len(tasks)} in config.env.tasks={config.env.tasks!r}); each task of a step gets "
+            "its own rollout group"
+        )
+    check_init_from(config.init_from)
+    if not sampler_given and config.sampler.kind not in SAMPLER_KINDS:
+        raise ValueError(
+            f"config.sampler.kind={config.sampler.kind!r}; use 'jax' (in-process) or 'vllm' (GPU)"
+        )

@@ -48,13 +48,16 @@ from deepswe_jax.checkpoint import (
 from deepswe_jax.env.protocols import EnvPoolProtocol
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.experiment import (
+    check_train_config,
     initial_params,
     load_task_list,
     load_tokenizer,
     make_env_pool,
     model_factory,
+    prepare_task_images,
     sharding_rules,
 )
+from deepswe_jax.interrupts import deferred_interrupts
 from deepswe_jax.parallel import make_mesh
 from deepswe_jax.parallel.distributed import (
     allgather_bytes,
@@ -155,19 +158,19 @@ def restore_or_init(
     checkpoints: TrainCheckpoints,
     rules: Rules,
 ) -> RunState:
-    """The latest finished checkpoint of the run, or a fresh start from config.init_from."""
-    step = checkpoints.latest_step()
-    if step is None:
-        params = initial_params(config, trainer.mesh, rules)
-        return RunState(trainer.init_state(params), 0, 0, jax.random.key(config.seed))
+    """The newest checkpoint of the run that restores (a damaged newer one is skipped with a
+    warning naming it), or a fresh start from config.init_from when there is none."""
     _, abstract_params = nnx.split(nnx.eval_shape(model_factory(config)), nnx.Param)
     abstract_opt_state = jax.eval_shape(trainer.optimizer.init, abstract_params)
-    restored = checkpoints.restore(
-        step,
+    restored = checkpoints.restore_newest_intact(
         params=restore_target(abstract_params, trainer.state_shardings.params),
         opt_state=restore_target(abstract_opt_state, trainer.state_shardings.opt_state),
         mesh=trainer.mesh,
     )
+    if restored is None:
+        params = initial_params(config, trainer.mesh, rules)
+        return RunState(trainer.init_state(params), 0, 0, jax.random.key(config.seed))
+    step = restored.step
     optimizer_steps = restored.data_position["optimizer_steps"]
     train_state = TrainState(
         step=jax.device_put(np.int32(optimizer_steps), trainer.state_shardings.step),
@@ -260,7 +263,11 @@ def sampler_seed(run: RunState) -> int:
     return int(jax.random.randint(key, (), 0, 2**31 - 1))
 
 
-def log_progress(step: int, total_steps: int, metrics: dict[str, float]) -> None:
+def log_progress(
+    step: int, total_steps: int, metrics: dict[str, float], *, saving: bool = False
+) -> None:
+    """One line per step; `saving`: a checkpoint of this step started (it is written in the
+    background, and a failure stops the run at the next step boundary)."""
     if "train/loss" in metrics:
         update = f"loss {metrics['train/loss']:.4g}"
     else:  # no episode with a nonzero advantage survived compact filtering: nothing to learn
@@ -271,7 +278,7 @@ def log_progress(step: int, total_steps: int, metrics: dict[str, float]) -> None
         )
     logger.info(
         "step %d/%d: reward %.3f, pass@1 %.3f, %s; rollout %.1fs, train %.1fs, "
-        "sync %.2fs, checkpoint %.2fs",
+        "sync %.2fs, %s %.2fs",
         step,
         total_steps,
         metrics["rollout/reward_mean"],
@@ -280,6 +287,7 @@ def log_progress(step: int, total_steps: int, metrics: dict[str, float]) -> None
         metrics["time/rollout_s"],
         metrics["time/train_s"],
         metrics["time/sync_s"],
+        "checkpoint started" if saving else "no checkpoint",
         metrics["time/checkpoint_s"],
     )
 
@@ -302,6 +310,21 @@ def gather_trajectories(local: list[Trajectory]) -> list[Trajectory]:
     ]
 
 
+def usable_episodes(trajectories: Sequence[Trajectory], iteration: int) -> None:
+    """Raises unless some episode of the iteration ran to an answer: when every one ended in an
+    environment failure there is nothing to learn from, and a run going on would train and
+    checkpoint on nothing while reporting reward 0."""
+    if trajectories and not all(t.infra_error for t in trajectories):
+        return
+    failures = [s["env_error"] for t in trajectories for s in t.steps if "env_error" in s]
+    raise RuntimeError(
+        f"iteration {iteration}: all {len(trajectories)} episodes failed in their environments"
+        + (f" (first failure: {failures[0]})" if failures else "")
+        + "; nothing to train on. Check the environments (`docker info`, the task images), "
+        f"then run again: the run resumes from step {iteration}"
+    )
+
+
 def train(
     config: ml_collections.ConfigDict,
     workdir: str | os.PathLike,
@@ -314,15 +337,16 @@ def train(
     """Runs (or resumes) the RL loop of the module docstring in `workdir`; returns the final state.
 
     sampler / env_pool / tasks: use these instead of the ones config describes (tests pass a
-    ScriptedSampler and an in-memory pool); the caller closes what it passes.
+    ScriptedSampler and an in-memory pool); the caller closes what it passes. The config, tasks,
+    tokenizer and environments are checked before `workdir` is created, so a run that cannot
+    start leaves nothing behind. Ctrl-C during a train step or a checkpoint save takes effect
+    when it ends (`interrupts.deferred_interrupts`).
     """
     workdir = Path(workdir).resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
     tasks = list(tasks) if tasks is not None else load_task_list(config)
     tokenizer = load_tokenizer(config)
+    check_train_config(config, tasks, sampler_given=sampler is not None)
     primary = is_primary_process()
-    if primary:
-        save_config(config, workdir)
     rules = sharding_rules(config)
     trainer = make_trainer(config, rules)
     with contextlib.ExitStack() as stack:
@@ -330,6 +354,10 @@ def train(
         if env_pool is None:  # before the model loads: a missing Docker engine fails fast
             env_pool = make_env_pool(config, run_label=f"train-{workdir.name}")
             stack.callback(lambda: runner.run(env_pool.close()))
+            prepare_task_images(env_pool, tasks)  # missing images: fail before any rollout
+        workdir.mkdir(parents=True, exist_ok=True)
+        if primary:
+            save_config(config, workdir)
         checkpoints = stack.enter_context(
             TrainCheckpoints(
                 workdir / CHECKPOINT_DIR,
@@ -387,20 +415,22 @@ def train(
             timings: dict[str, float] = {}
             with timed(timings, "time/rollout_wait_s"):
                 rollouts = scheduler.next_batch(iteration)
+            checkpoints.check_saved()  # the last save failed: stop before training on
             local_trajectories, position = rollouts.result
             trajectories = gather_trajectories(local_trajectories)
             if primary:
                 write_trajectories(trajectories_path(workdir, iteration), trajectories)
+            usable_episodes(trajectories, iteration)
             if hasattr(sampler, "sleep") and not overlap:  # frees a vLLM engine's memory
                 sampler.sleep()
-            with timed(timings, "time/train_s"):
+            with timed(timings, "time/train_s"), deferred_interrupts():
                 state, update_metrics = scheduler.run_while_collecting(
                     update_policy, trainer, state, trajectories, config
                 )
             step = iteration + 1
             scheduler.publish(step, published_weights(state.params))
-            with timed(timings, "time/checkpoint_s"):
-                checkpoints.save(
+            with timed(timings, "time/checkpoint_s"), deferred_interrupts():
+                saving = checkpoints.save(
                     step,
                     params=state.params,
                     opt_state=state.opt_state,
@@ -421,6 +451,7 @@ def train(
             metrics.update(env_pool.metrics())
             if primary:
                 writer.write(step, metrics)
-                log_progress(step, config.rl.total_steps, metrics)
-        checkpoints.wait_until_finished()
+                log_progress(step, config.rl.total_steps, metrics, saving=saving)
+        with deferred_interrupts():
+            checkpoints.wait_until_finished()
     return state

@@ -60,11 +60,10 @@ from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.rollout import run_episode
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
 from deepswe_jax.env.grading import GradeResult
-from deepswe_jax.env.images import ensure_task_images
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.runtime import RuntimeFactory
 from deepswe_jax.env.tasks import Task, load_tasks
-from deepswe_jax.experiment import make_env_pool
+from deepswe_jax.experiment import make_env_pool, prepare_task_images
 from deepswe_jax.sampling.base import Sampler
 from deepswe_jax.verify import metrics
 from deepswe_jax.verify.select import SELECTOR_SCORES, SELECTORS, CandidateScores
@@ -942,8 +941,7 @@ def run_evaluation(
         check_or_write_identity(output_dir, eval_identity(policy_name, model_name, config))
         plan.write(output_dir)
         tasks = tasks[process_id::num_processes]
-    if pool.build_images:  # a Kubernetes pool's nodes pull task images from a registry
-        ensure_task_images(tasks)
+    prepare_task_images(pool, tasks)
     agent_policy = None
     if policy not in FIXED_PATCH_POLICIES:
         agent_policy = load_agent_policy(config, seed=config.seed)
