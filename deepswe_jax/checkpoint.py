@@ -37,6 +37,8 @@ import orbax.checkpoint as ocp
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
+from deepswe_jax.errors import one_line
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -56,14 +58,6 @@ class CheckpointSaveError(RuntimeError):
 
 class CorruptCheckpointError(RuntimeError):
     """No saved step of a checkpoint directory can be restored."""
-
-
-def first_line(error: BaseException, limit: int = 300) -> str:
-    """`Type: first line of the message` (at most `limit` characters), for one-line reports of
-    library errors."""
-    lines = str(error).strip().splitlines()
-    text = f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -292,7 +286,7 @@ class TrainCheckpoints:
             latest = self.latest_step()
             resume = f"step {latest}" if latest is not None else "the start"
             raise CheckpointSaveError(
-                f"saving checkpoint step {step} in {self.directory} failed ({first_line(error)}); "
+                f"saving checkpoint step {step} in {self.directory} failed ({one_line(error)}); "
                 f"the run stops here. Fix the cause (a full disk? `df -h {self.directory}`) and "
                 f"run again: it resumes from {resume}"
             ) from error
@@ -311,13 +305,13 @@ class TrainCheckpoints:
             try:
                 return self.restore(step, params=params, opt_state=opt_state, mesh=mesh)
             except Exception as error:
-                failures.append(f"step {step}: {first_line(error)}")
+                failures.append(f"step {step}: {one_line(error)}")
                 logger.warning(
                     "checkpoint step %d in %s cannot be restored (%s); skipped, trying the step "
                     "before%s",
                     step,
                     self.directory,
-                    first_line(error),
+                    one_line(error),
                     self._move_aside(step),
                 )
         if failures:
@@ -458,18 +452,18 @@ def _read_newest_intact(path: str | os.PathLike, read: Callable[[str], T]) -> T:
         try:
             return read(directory)
         except Exception as error:
-            failures.append(f"{directory}: {first_line(error)}")
+            failures.append(f"{directory}: {one_line(error)}")
             logger.warning(
                 "checkpoint %s cannot be restored (%s); skipped, trying the step before",
                 directory,
-                first_line(error),
+                one_line(error),
             )
     try:
         return read(oldest)
     except Exception as error:
         if not failures:  # a parameters directory, or a single step: its own error
             raise
-        failures.append(f"{oldest}: {first_line(error)}")
+        failures.append(f"{oldest}: {one_line(error)}")
         raise CorruptCheckpointError(
             f"no parameters in {os.fspath(path)} can be restored ({'; '.join(failures)})"
         ) from error

@@ -41,6 +41,7 @@ from absl import logging as absl_logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from configs import common  # noqa: E402
+from deepswe_jax import cli  # noqa: E402
 from deepswe_jax.parallel.distributed import launched_process_shard  # noqa: E402
 from deepswe_jax.verify import evaluation  # noqa: E402
 from deepswe_jax.verify.select import SELECTORS  # noqa: E402
@@ -145,4 +146,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["output_dir"])
-    app.run(main)
+    cli.run(main)

@@ -25,6 +25,7 @@ from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
+from deepswe_jax import cli  # noqa: E402
 from deepswe_jax.parallel.distributed import initialize_distributed  # noqa: E402
 from deepswe_jax.rl.loop import train  # noqa: E402
 
@@ -59,4 +60,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["config", "workdir"])
-    app.run(main)
+    cli.run(main)

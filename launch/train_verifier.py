@@ -32,6 +32,7 @@ from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
+from deepswe_jax import cli  # noqa: E402
 from deepswe_jax.agent.trajectory import Trajectory, read_trajectories  # noqa: E402
 from deepswe_jax.env.tasks import load_tasks  # noqa: E402
 from deepswe_jax.parallel import init_distributed  # noqa: E402
@@ -78,4 +79,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["config", "workdir", "trajectories"])
-    app.run(main)
+    cli.run(main)
