@@ -18,6 +18,7 @@ line. Usage errors stay absl's (the message and --help).
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from collections.abc import Callable
 
@@ -51,6 +52,9 @@ def run(main: Callable[[list[str]], object]) -> None:
         try:
             main(argv)
         except KeyboardInterrupt:
+            # Stopping already: a second Ctrl-C must not cut short the interpreter's exit
+            # (threads still removing containers are joined there).
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
             print(INTERRUPTED, file=sys.stderr, flush=True)
             sys.exit(130)
         except app.UsageError:

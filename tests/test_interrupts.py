@@ -111,6 +111,8 @@ def interrupted_run(tmp_path: Path, phase: str) -> tuple[int, list[str]]:
     if phase == "rollouts":
         assert _containers(workdir), "no container was running at the signal"
     process.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    process.send_signal(signal.SIGINT)  # the impatient second Ctrl-C
     (workdir / "signal_sent").touch()
     _, stderr = process.communicate(timeout=300)
     lines = stderr.splitlines()
