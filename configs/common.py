@@ -7,6 +7,10 @@ Experiment configs start from `get_config()` and change what differs. Field mean
   param_dtype          dtype parameters and optimizer state are stored in.
   compute_dtype        dtype of activations and matmuls.
   remat                rematerialization policy: 'none' | 'full' | 'save_dots' | 'offload'.
+  attention            full-sequence attention kernel (model/attention.py): 'xla' (CPU; dense
+                       [heads, seq, seq] scores) | 'cudnn' (GPU: cuDNN flash attention with
+                       sequence lengths; packed rows take the Pallas kernel) | 'pallas' (GPU:
+                       the Pallas flash kernel with segment ids; interpret mode on CPU).
   mesh.{data,fsdp,tensor}  device mesh axis sizes; -1 means "all remaining devices".
   sharding_rules       (logical axis, mesh axis | tuple of mesh axes | None) pairs.
   init_from            '' (random init) | HF directory | Orbax checkpoint directory.
@@ -15,11 +19,27 @@ Experiment configs start from `get_config()` and change what differs. Field mean
                        gradient-accumulation step across all devices; total_steps RL iterations;
                        peak_flops_per_device for the MFU metric (None: not reported);
                        overlap: roll out iteration k+1 while iteration k trains, from a policy
-                       at most max_staleness updates old (rl/overlap.py).
+                       at most max_staleness updates old (rl/overlap.py);
+                       loss_sequences: the sequences a per-sequence loss_mode divides by, 'all'
+                       (DeepSWE: every trajectory of the batch, compact-filtered ones included,
+                       as verl's seq-mean-token-sum) | 'trained' (only those with a loss token).
+                       length_buckets: the row lengths training batches are padded to; ()
+                       = powers of two up to agent.max_prompt_tokens + agent.max_context, which
+                       is the last bucket (36,864 pads to 36,864, not 65,536).
   agent.*              episode limits (tokens, steps, seconds); past submit_notice_tokens
                        response tokens the agent is told to submit (28K of 32K in DeepSWE).
+                       interface: what the agent is shown and how its calls run,
+                       'deepswe_jax' (ours) | 'r2egym' (R2E-Gym's as DeepSWE-Preview was trained
+                       with, byte for byte; agent/r2egym.py); prompts_file: R2E-Gym's prompts
+                       for 'r2egym' (its edit_non_fn_calling.yaml or rLLM's system_prompts.py;
+                       required there, '' for ours).
   sampler.*            rollout sampler and sampling parameters; hf_dir: HF weights for vLLM
-                       ('' = config.init_from).
+                       ('' = config.init_from); tensor_parallel_size: devices per vLLM engine;
+                       gpu_memory_utilization: the share of each device an engine may use
+                       (launch/plan_memory.py --sampler plans both); max_cache_tokens: the
+                       'jax' sampler's KV cache budget in tokens, slots = min(max_batch,
+                       budget // (max_prompt_tokens + max_context)) (0 = max_batch slots); a
+                       cache that cannot fit is refused.
   env.*                task file, environment limits (mem_limit and cpus hold for Docker
                        containers and Kubernetes pods alike; pids_limit for Docker only) and
                        backend: 'docker' (containers on docker_hosts, or the local engine) |
@@ -56,6 +76,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.param_dtype = "float32"
     config.compute_dtype = "bfloat16"
     config.remat = "full"
+    config.attention = "xla"
 
     config.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=-1, tensor=1))
     config.sharding_rules = DEFAULT_RULES
@@ -74,6 +95,7 @@ def get_config() -> ml_collections.ConfigDict:
             eps_low=0.2,
             eps_high=0.28,
             loss_mode="seq_sum_const",
+            loss_sequences="all",
             advantage="loo",
             n_rollouts=8,
             tasks_per_step=64,
@@ -84,6 +106,7 @@ def get_config() -> ml_collections.ConfigDict:
             peak_flops_per_device=ml_collections.config_dict.placeholder(float),
             overlap=False,
             max_staleness=1,
+            length_buckets=(),
         )
     )
     config.agent = ml_collections.ConfigDict(
@@ -95,10 +118,22 @@ def get_config() -> ml_collections.ConfigDict:
             trajectory_timeout=5400.0,
             reward_timeout=300.0,
             submit_notice_tokens=28672,
+            interface="deepswe_jax",
+            prompts_file="",
         )
     )
     config.sampler = ml_collections.ConfigDict(
-        dict(kind="vllm", temperature=1.0, top_p=1.0, top_k=0, max_batch=512, hf_dir="")
+        dict(
+            kind="vllm",
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+            max_batch=512,
+            hf_dir="",
+            tensor_parallel_size=1,
+            gpu_memory_utilization=0.9,
+            max_cache_tokens=0,
+        )
     )
     config.env = ml_collections.ConfigDict(
         dict(

@@ -45,7 +45,8 @@ def sharding_rules(config: ml_collections.ConfigDict) -> Rules:
 
 
 def model_factory(config: ml_collections.ConfigDict) -> Callable[[], Qwen3ForCausalLM]:
-    """Builds the policy of config.model (seeded by config.seed, dtypes and remat from config)."""
+    """Builds the policy of config.model (seeded by config.seed; dtypes, remat and attention
+    kernel from config)."""
     model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
 
     def make_model() -> Qwen3ForCausalLM:
@@ -55,6 +56,7 @@ def model_factory(config: ml_collections.ConfigDict) -> Callable[[], Qwen3ForCau
             param_dtype=jnp.dtype(config.param_dtype),
             dtype=jnp.dtype(config.compute_dtype),
             remat=config.remat,
+            attention_impl=config.attention,
         )
 
     return make_model

@@ -2,7 +2,7 @@
 
   python launch/sweep.py --config=configs/tiny.py --workdir=/tmp/tiny_sweep            # here, in turn
   python launch/sweep.py --config=configs/tiny.py --workdir=/shared/sweeps/lr \
-      --mode=print --scheduler=slurm --sbatch_args="--nodes=8 --gpus-per-node=8"      # sbatch lines
+      --mode=print --scheduler=slurm --nodes=8 --gpus_per_node=8      # sbatch lines
   python launch/sweep.py --config=configs/tiny.py --workdir=/shared/sweeps/lr \
       --mode=print --scheduler=k8s --k8s_image=registry/deepswe-jax:v1 | kubectl apply -f -
 
@@ -16,7 +16,8 @@ Each run gets a name made of its overrides ("lr=0.0001") and the workdir <workdi
 `--config.key=value` overrides one run after another (output in <workdir>/<name>/train.log)
 and records each run in <workdir>/sweep.json; a run that fails does not stop the others,
 but the sweep exits non-zero. Local runs share a JAX compilation cache (<workdir>/jax_cache). Print mode writes one launch command per run: `sbatch` lines
-(the job runs `srun python launch/train.py ...`, so multi-host JAX finds SLURM's variables)
+(the job runs one task per node, `srun python launch/train.py ...`, so multi-host JAX finds
+SLURM's variables, with JAX_LOCAL_DEVICE_IDS naming all the node's GPUs for its one process)
 or Kubernetes Job manifests (YAML documents; the workdir must be on storage the pods mount).
 """
 
@@ -41,6 +42,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from absl import app, flags  # noqa: E402
 
 from deepswe_jax import cli  # noqa: E402
+from deepswe_jax.parallel.distributed import LOCAL_DEVICE_IDS_VARIABLE  # noqa: E402
 
 NAME_LIMIT = 100  # longer run names are cut and end in a hash of the full name
 K8S_NAME_LIMIT = 63
@@ -179,11 +181,24 @@ def train_argv(config_path: str, run: SweepRun) -> list[str]:
     ]
 
 
-def sbatch_line(config_path: str, run: SweepRun, sbatch_args: str = "") -> str:
+def sbatch_line(
+    config_path: str,
+    run: SweepRun,
+    sbatch_args: str = "",
+    *,
+    nodes: int = 1,
+    gpus_per_node: int = 8,
+) -> str:
     """`mkdir -p <workdir> && sbatch ...`: runs `run` from the repository root (SLURM does not
-    create the directory of --output)."""
+    create the directory of --output) as one task per node; each task's process drives all
+    `gpus_per_node` GPUs of its node (JAX_LOCAL_DEVICE_IDS, read by
+    parallel/distributed.py), 0 for CPU nodes."""
+    environment = []
+    if gpus_per_node > 0:
+        ids = ",".join(str(i) for i in range(gpus_per_node))
+        environment = ["export", f"{LOCAL_DEVICE_IDS_VARIABLE}={ids}", "&&"]
     job = " ".join(
-        ["cd", shlex.quote(str(REPO_ROOT)), "&&", "srun", "python"]
+        ["cd", shlex.quote(str(REPO_ROOT)), "&&", *environment, "srun", "python"]
         + [shlex.quote(arg) for arg in train_argv(config_path, run)]
     )
     return " ".join(
@@ -195,10 +210,26 @@ def sbatch_line(config_path: str, run: SweepRun, sbatch_args: str = "") -> str:
             "sbatch",
             f"--job-name={shlex.quote(run.name)}",
             f"--output={shlex.quote(run.workdir)}/slurm-%j.out",
+            f"--nodes={nodes}",
+            "--ntasks-per-node=1",
+            *([f"--gpus-per-node={gpus_per_node}"] if gpus_per_node > 0 else []),
             *([sbatch_args] if sbatch_args else []),
             f"--wrap={shlex.quote(job)}",
         ]
     )
+
+
+def check_job_devices(config: Any, nodes: int, gpus_per_node: int) -> None:
+    """Raises ValueError when config.mesh names a device count (no -1) the job does not have."""
+    sizes = (config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
+    if gpus_per_node <= 0 or -1 in sizes:
+        return
+    wanted, have = sizes[0] * sizes[1] * sizes[2], nodes * gpus_per_node
+    if wanted != have:
+        raise ValueError(
+            f"config.mesh {sizes[0]}x{sizes[1]}x{sizes[2]} needs {wanted} GPUs but the job has "
+            f"--nodes={nodes} x --gpus_per_node={gpus_per_node} = {have}; change one of them"
+        )
 
 
 def k8s_name(prefix: str, run: SweepRun) -> str:
@@ -303,7 +334,13 @@ def define_flags() -> None:
     flags.DEFINE_multi_string(
         "set", [], "key=value config override for every run, e.g. --set=rl.total_steps=1."
     )
-    flags.DEFINE_string("sbatch_args", "", "Extra sbatch options, e.g. '--nodes=8'.")
+    flags.DEFINE_integer("nodes", 1, "SLURM nodes per run (one task, one process, per node).")
+    flags.DEFINE_integer(
+        "gpus_per_node", 8, "GPUs per SLURM node, all driven by the node's process (0: CPU)."
+    )
+    flags.DEFINE_string(
+        "sbatch_args", "", "Extra sbatch options, e.g. '--partition=gpu --time=72:00:00'."
+    )
     flags.DEFINE_string(
         "k8s_image", "deepswe-jax:latest", "Container image (holding this repository) of the Jobs."
     )
@@ -326,8 +363,24 @@ def main(argv: list[str]) -> None:
         sys.exit(f"sweep.py: {error}")
     if options.mode == "print":
         if options.scheduler == "slurm":
+            try:
+                check_job_devices(
+                    load_config_module(config_path).get_config(),
+                    options.nodes,
+                    options.gpus_per_node,
+                )
+            except ValueError as error:
+                sys.exit(f"sweep.py: {error}")
             for run in runs:
-                print(sbatch_line(config_path, run, options.sbatch_args))
+                print(
+                    sbatch_line(
+                        config_path,
+                        run,
+                        options.sbatch_args,
+                        nodes=options.nodes,
+                        gpus_per_node=options.gpus_per_node,
+                    )
+                )
             return
         import yaml
 

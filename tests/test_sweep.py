@@ -58,12 +58,14 @@ def test_tiny_sweep_expands_to_named_runs_with_their_own_workdirs(tmp_path):
 def test_print_mode_writes_sbatch_lines_and_valid_kubernetes_jobs(tmp_path):
     runs = sweep.expand_sweep(TINY, tmp_path)
     for run in runs:
-        line = sweep.sbatch_line(TINY, run, "--nodes=8 --gpus-per-node=8")
+        line = sweep.sbatch_line(TINY, run, "--partition=gpu", nodes=8, gpus_per_node=8)
         argv = shlex.split(line)
         assert argv[:4] == ["mkdir", "-p", run.workdir, "&&"] and argv[4] == "sbatch"
         assert f"--job-name={run.name}" in argv and "--nodes=8" in argv
+        assert "--partition=gpu" in argv  # the environment srun gives tasks: tests/test_slurm.py
         job = shlex.split(argv[-1].removeprefix("--wrap="))
-        assert job[3:6] == ["srun", "python", "launch/train.py"]
+        srun = job.index("srun")
+        assert job[srun : srun + 3] == ["srun", "python", "launch/train.py"]
         assert f"--workdir={run.workdir}" in job and f"--config.{run.overrides[0][0]}" in argv[-1]
 
     jobs = [

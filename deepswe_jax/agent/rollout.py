@@ -10,6 +10,9 @@ One episode (`run_episode`):
         append the observation + "Steps Remaining: N" (+ "submit now" near the budget)
     patch = git diff in the Env; grade it in a fresh container (`EnvPool.grade`)
 
+Prompts, parsing, running calls and the notes after each observation belong to the agent
+interface (`EpisodeSettings.interface`: ours, or R2E-Gym's byte for byte; `agent.interface`).
+
 Stops: finished (the agent called finish), max_steps, max_context (the token
 budget: agent.max_context tokens after the prompt, assistant and observation
 tokens together), timeout (agent.trajectory_timeout seconds for the whole
@@ -37,8 +40,15 @@ import ml_collections
 import tqdm
 
 from deepswe_jax.agent.chat import ChatTokenizer, ConversationTokens, Message
-from deepswe_jax.agent.parsing import parse_function_call
-from deepswe_jax.agent.prompts import instance_prompt, render_observation, system_prompt
+from deepswe_jax.agent.interface import (
+    DEEPSWE_JAX,
+    INTERFACES,
+    R2EGYM,
+    AgentInterface,
+    DeepSweJaxInterface,
+    Progress,
+)
+from deepswe_jax.agent.r2egym import PromptFileError, R2EGymInterface, load_prompts
 from deepswe_jax.agent.trajectory import StopReason, Trajectory, write_trajectories
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.sampling.base import GenerateRequest, Sampler, SamplingParams
@@ -57,7 +67,8 @@ class EpisodeSettings:
     """Limits and sampling parameters of one episode (from config.agent and config.sampler).
 
     `submit_notice_tokens`: once this many tokens follow the prompt, each
-    observation asks the agent to submit now.
+    observation asks the agent to submit now. `interface`: what the agent is shown and how its
+    calls run (`agent.interface`; ours by default).
     """
 
     max_steps: int
@@ -69,11 +80,13 @@ class EpisodeSettings:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
+    interface: AgentInterface = field(default_factory=DeepSweJaxInterface)
 
     @classmethod
     def from_config(cls, config: ml_collections.ConfigDict) -> EpisodeSettings:
         """Reads `config.agent` and `config.sampler`; `config.agent.submit_notice_tokens` is
-        optional (default: 7/8 of `max_context`)."""
+        optional (default: 7/8 of `max_context`), so are `config.agent.interface` (default
+        ours) and `config.agent.prompts_file` (see `interface_from_config`)."""
         agent = config.agent
         return cls(
             max_steps=int(agent.max_steps),
@@ -87,15 +100,41 @@ class EpisodeSettings:
             temperature=float(config.sampler.temperature),
             top_p=float(config.sampler.top_p),
             top_k=int(config.sampler.top_k),
+            interface=interface_from_config(agent),
         )
 
 
+def interface_from_config(agent: ml_collections.ConfigDict) -> AgentInterface:
+    """The interface config.agent.interface names; 'r2egym' reads its prompts from
+    config.agent.prompts_file (`agent.r2egym.load_prompts`).
+
+    Raises:
+      ValueError: an unknown interface, or a prompts file that is missing (none given
+        included) or malformed, naming the setting to change.
+    """
+    name = agent.get("interface", DEEPSWE_JAX)
+    prompts_file = agent.get("prompts_file", "")
+    if name == DEEPSWE_JAX:
+        if prompts_file:
+            raise ValueError(
+                f"config.agent.prompts_file={prompts_file!r} is only read by "
+                "config.agent.interface='r2egym'; clear it, or set the interface to r2egym"
+            )
+        return DeepSweJaxInterface()
+    if name == R2EGYM:
+        try:
+            return R2EGymInterface(load_prompts(prompts_file))
+        except PromptFileError as error:
+            raise ValueError(f"config.agent.prompts_file={prompts_file!r}: {error}") from None
+    raise ValueError(
+        f"config.agent.interface={name!r} is not one of {', '.join(INTERFACES)}; "
+        "'deepswe_jax' is ours, 'r2egym' R2E-Gym's as DeepSWE-Preview was trained with"
+    )
+
+
 def initial_messages(task: Task) -> list[Message]:
-    """The system prompt and the instance prompt of `task`."""
-    return [
-        Message("system", system_prompt()),
-        Message("user", instance_prompt(task.problem_statement)),
-    ]
+    """The system prompt and the instance prompt of `task` (our interface)."""
+    return DeepSweJaxInterface().initial_messages(task, max_steps=0)
 
 
 @dataclass
@@ -129,7 +168,8 @@ async def run_episode(
     """
     settings = EpisodeSettings.from_config(cfg)
     started = time.perf_counter()
-    state = _EpisodeState(ConversationTokens(tokenizer.prompt_ids(initial_messages(task))))
+    messages = settings.interface.initial_messages(task, max_steps=settings.max_steps)
+    state = _EpisodeState(ConversationTokens(tokenizer.prompt_ids(messages)))
     patch = ""
     grade = None
     if len(state.tokens.prompt_ids) > settings.max_prompt_tokens:
@@ -212,6 +252,11 @@ async def _interact(
 ) -> None:
     """The agent loop; sets `state.stop_reason` when it ends."""
     tokens = state.tokens
+    interface = settings.interface
+    await _timed(state, "tool_s", interface.prepare(env))
+    if state.env_error is not None:
+        state.stop_reason = StopReason.env_error
+        return
     for step_index in range(settings.max_steps):
         budget_left = settings.max_context - tokens.num_response_tokens
         if budget_left <= 0:
@@ -228,6 +273,7 @@ async def _interact(
         [completion] = await sampler.generate([GenerateRequest(tuple(tokens.token_ids), params)])
         generation_s = time.perf_counter() - generation_started
         state.add_time("generation_s", generation_s)
+        tokens_before_reply = tokens.num_response_tokens
         tokens.append_sampled(completion.token_ids, completion.logprobs)
         reply_ids = completion.token_ids
         if reply_ids and reply_ids[-1] in tokenizer.stop_token_ids:
@@ -245,16 +291,14 @@ async def _interact(
             state.stop_reason = StopReason.max_context
             return
 
-        parsed = parse_function_call(step["assistant"])
+        parsed = interface.parse(step["assistant"])
         if parsed.call is None:
             step["parse_error"] = parsed.error
             observation = parsed.error
         else:
             step["action"] = {"name": parsed.call.name, "parameters": parsed.call.parameters}
             tool_started = time.perf_counter()
-            result = await _timed(
-                state, "tool_s", env.step(parsed.call.name, parsed.call.parameters)
-            )
+            result = await _timed(state, "tool_s", interface.step(env, parsed.call))
             step["tool_s"] = time.perf_counter() - tool_started
             if result is not None and result.env_error:
                 state.env_error = f"step {step_index}: {result.observation}"
@@ -270,14 +314,16 @@ async def _interact(
                 observation = f"{parsed.notice}\n{observation}"
         step["observation"] = observation
 
-        steps_remaining = settings.max_steps - (step_index + 1)
-        if steps_remaining == 0:
+        if step_index + 1 == settings.max_steps:
             break
-        text = render_observation(
-            observation,
-            steps_remaining=steps_remaining,
-            submit_now=tokens.num_response_tokens >= settings.submit_notice_tokens,
+        progress = Progress(
+            steps_taken=step_index + 1,
+            max_steps=settings.max_steps,
+            tokens_before_reply=tokens_before_reply,
+            tokens_after_reply=tokens.num_response_tokens,
+            submit_notice_tokens=settings.submit_notice_tokens,
         )
+        text = interface.observation_message(observation, progress)
         observation_ids = tokenizer.observation_ids(text, assistant_turn_closed=closed)
         if tokens.num_response_tokens + len(observation_ids) >= settings.max_context:
             state.stop_reason = StopReason.max_context

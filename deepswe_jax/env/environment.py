@@ -78,9 +78,27 @@ class Env:
         return StepResult(text, True, None, time.monotonic() - started, env_error=True)
 
     async def run(self, cmd: str, *, timeout: float | None = None) -> ExecResult:
-        """Run a raw bash command (not an agent action, no observation wrapping)."""
+        """Run a raw bash command (not an agent action, no observation wrapping). Raises
+        EnvironmentUnavailableError, as `patch` does, once the container has failed."""
+        if self.failure is not None:
+            raise EnvironmentUnavailableError(self.failure)
         timeout = self.step_timeout if timeout is None else timeout
-        return await self._run_in_thread(lambda: self.runtime.run(cmd, timeout=timeout))
+        try:
+            return await self._run_in_thread(lambda: self.runtime.run(cmd, timeout=timeout))
+        except EnvironmentUnavailableError as e:
+            await self._fail(str(e))
+            raise
+
+    async def write_file(self, path: str, data: bytes | str) -> None:
+        """Write `data` to absolute `path` in the container (parent folders are created);
+        container failures raise as in `run`."""
+        if self.failure is not None:
+            raise EnvironmentUnavailableError(self.failure)
+        try:
+            await self._run_in_thread(lambda: self.runtime.write_file(path, data))
+        except EnvironmentUnavailableError as e:
+            await self._fail(str(e))
+            raise
 
     async def patch(self) -> str:
         """The agent's changes to /testbed since the task's base commit ("" if the agent

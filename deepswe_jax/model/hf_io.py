@@ -183,7 +183,7 @@ def load_hf_checkpoint(
     *,
     compute_dtype: jnp.dtype | None = None,
     remat: RematPolicy = "none",
-    attention_impl: str | None = None,
+    attention_impl: str = "xla",
 ) -> Qwen3ForCausalLM:
     """Load an HF Qwen3 directory (config.json + single or sharded safetensors).
 

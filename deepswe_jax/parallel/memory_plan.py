@@ -3,10 +3,11 @@
 Parameter shapes and logical axes come from `nnx.eval_shape` of the model (nothing is allocated);
 each array's per-device size follows the config's sharding rules on the (data, fsdp, tensor) mesh.
 Optimizer state is AdamW (two moments in param_dtype); gradients match the parameters.
-Activations are an estimate for one micro-batch (rl.micro_batch_size sequences of
-agent.max_prompt_tokens + agent.max_context tokens) under the remat policy, assuming a flash
-attention kernel (no [seq, seq] scores are kept; attention='xla' counts them). The activation
-factors are checked against XLA's compiled memory analysis in tests/test_plan_memory.py.
+Activations are an estimate for one micro-batch (rl.micro_batch_size rows of the longest
+trajectory, agent.max_prompt_tokens + agent.max_context tokens, padded to its length bucket as
+the training batches are) under the remat policy. With config.attention 'cudnn' or 'pallas' no
+[seq, seq] scores are kept (flash kernels); 'xla' counts them. The activation factors are
+checked against XLA's compiled memory analysis in tests/test_plan_memory.py.
 The command line is launch/plan_memory.py.
 """
 
@@ -23,6 +24,7 @@ from ml_collections import ConfigDict
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel.mesh import mesh_shape_for
 from deepswe_jax.parallel.sharding import logical_to_spec, variable_logical_axes
+from deepswe_jax.rl.batch import bucket_length, row_length_buckets
 
 GB = 1e9
 
@@ -41,7 +43,9 @@ class MemoryPlan:
     layer_working_set: int
     logits: int
     sequences_per_device: int
-    seq_len: int
+    seq_len: int  # padded row length assumed
+    max_row_tokens: int  # the longest trajectory before padding
+    attention: str
 
     @property
     def total(self) -> int:
@@ -71,9 +75,13 @@ def plan_memory(
     num_devices: int,
     *,
     seq_len: int | None = None,
-    attention: str = "flash",
+    attention: str | None = None,
 ) -> MemoryPlan:
-    """Per-device memory of one training micro-step of `config` on `num_devices` devices."""
+    """Per-device memory of one training micro-step of `config` on `num_devices` devices.
+
+    seq_len: row length (default: agent.max_prompt_tokens + agent.max_context padded to its
+    bucket of config.rl.length_buckets); attention: the kernel (default config.attention).
+    """
     model_config = Qwen3Config.from_hf_dict(config.model.to_dict(), source="config.model")
     data, fsdp, tensor = mesh_shape_for(
         config.mesh.data, config.mesh.fsdp, config.mesh.tensor, num_devices=num_devices
@@ -98,7 +106,11 @@ def plan_memory(
             gathered_layer_elements += _local_elements(shape[1:], spec[1:], gather)
 
     c = model_config
-    seq_len = seq_len or config.agent.max_prompt_tokens + config.agent.max_context
+    max_row = config.agent.max_prompt_tokens + config.agent.max_context
+    seq_len = seq_len or bucket_length(
+        max_row, row_length_buckets(max_row, config.rl.length_buckets)
+    )
+    attention = attention or config.attention
     batch = math.ceil(config.rl.micro_batch_size / (data * fsdp))
     tokens = batch * seq_len
     e, q, kv = c.hidden_size, c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
@@ -138,6 +150,8 @@ def plan_memory(
         logits=logits,
         sequences_per_device=batch,
         seq_len=seq_len,
+        max_row_tokens=max_row,
+        attention=attention,
     )
 
 
@@ -158,21 +172,152 @@ def format_plan(plan: MemoryPlan, config: ConfigDict, device_memory_gb: float) -
     ]
     lines = [
         f"mesh data={data} fsdp={fsdp} tensor={tensor}; micro-batch "
-        f"{plan.sequences_per_device} sequence(s) x {plan.seq_len} tokens per device",
+        f"{plan.sequences_per_device} sequence(s) x {plan.seq_len:,} tokens per device",
+        f"row length: {plan.seq_len:,} tokens padded (longest trajectory: agent.max_prompt_tokens "
+        f"+ agent.max_context = {plan.max_row_tokens:,}); attention={plan.attention}",
         f"{'item':<28}{'GB/device':>12}  note",
     ]
     lines += [f"{name:<28}{size / GB:>12.2f}  {note}" for name, size, note in rows]
     fits = plan.total <= device_memory_gb * GB
     lines.append(f"{'total':<28}{plan.total / GB:>12.2f}  of {device_memory_gb:g} GB")
-    lines.append(f"fits: {'yes' if fits else 'NO'}")
+    margin = device_memory_gb - plan.total / GB
+    lines.append(
+        f"fits: {'yes' if fits else 'NO'} (margin {margin:.1f} GB, "
+        f"{margin / device_memory_gb:.0%} of the device)"
+    )
     if config.rl.micro_batch_size % (data * fsdp):
         lines.append(
             f"note: rl.micro_batch_size={config.rl.micro_batch_size} does not divide over "
             f"data x fsdp = {data * fsdp} batch shards; make it a multiple"
         )
     if not fits:
+        kernel = (
+            " use a flash kernel (--config.attention=cudnn)," if plan.attention == "xla" else ""
+        )
         lines.append(
-            "does not fit: raise --config.mesh.fsdp/tensor, use --config.remat=full, lower "
-            "--config.rl.micro_batch_size or --config.rl.logprob_chunk"
+            f"does not fit:{kernel} raise --config.mesh.fsdp/tensor, use --config.remat=full, "
+            "lower --config.rl.micro_batch_size or --config.rl.logprob_chunk"
+        )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the sampler (vLLM serving)
+
+# Tokens one engine step processes (vLLM's max_num_batched_tokens); its profile run sizes the
+# activation workspace by it. An assumption of this plan, not read from vLLM.
+SAMPLER_STEP_TOKENS = 8192
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplerMemoryPlan:
+    """Per-device bytes of a vLLM engine serving config's policy (all counts per device).
+
+    Each engine shards the model over `tensor_parallel` devices; `engines` of them share the
+    devices and the config.sampler.max_batch concurrent generations. The KV cache is the worst
+    case: every concurrent sequence at its full length (agent.max_prompt_tokens + max_context).
+    `budget` is what the engine may use, gpu_memory_utilization x device memory.
+    """
+
+    tensor_parallel: int
+    engines: int
+    sequences_per_engine: int
+    seq_len: int
+    num_parameters: int
+    weights: int
+    kv_cache: int
+    kv_bytes_per_token: int
+    activations: int
+    budget: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv_cache + self.activations
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.budget
+
+
+def plan_sampler_memory(
+    config: ConfigDict, num_devices: int, *, device_memory_gb: float = 80.0
+) -> SamplerMemoryPlan:
+    """Per-device memory of serving config's policy with vLLM on `num_devices` devices
+    (config.sampler.tensor_parallel_size, gpu_memory_utilization and max_batch; weights and KV
+    cache in config.compute_dtype)."""
+    c = Qwen3Config.from_hf_dict(config.model.to_dict(), source="config.model")
+    tensor = int(config.sampler.tensor_parallel_size)
+    if tensor < 1 or num_devices % tensor:
+        raise ValueError(
+            f"config.sampler.tensor_parallel_size={tensor} does not divide {num_devices} devices; "
+            "choose a divisor (8 for one 8-GPU node)"
+        )
+    if c.num_attention_heads % tensor:
+        raise ValueError(
+            f"{c.num_attention_heads} attention heads do not split over "
+            f"config.sampler.tensor_parallel_size={tensor}; vLLM needs a divisor"
+        )
+    engines = num_devices // tensor
+    sequences = math.ceil(config.sampler.max_batch / engines)
+    seq_len = config.agent.max_prompt_tokens + config.agent.max_context
+    dtype_bytes = jnp.dtype(config.compute_dtype).itemsize
+    abstract = nnx.eval_shape(lambda: Qwen3ForCausalLM(c, rngs=nnx.Rngs(0)))
+    num_parameters = sum(
+        math.prod(variable.get_value().shape)
+        for _, variable in nnx.to_flat_state(nnx.state(abstract, nnx.Param))
+    )
+    # Key and value heads split over the tensor axis (replicated when there are fewer).
+    kv_per_token = 2 * c.num_hidden_layers * math.ceil(c.num_key_value_heads / tensor)
+    kv_per_token *= c.head_dim * dtype_bytes
+    q, kv = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
+    # One step's intermediates (residual and norms, q/k/v, SwiGLU) and the fp32 logits it samples.
+    per_token = 4 * c.hidden_size + (q + 2 * kv) / tensor + 3 * c.intermediate_size / tensor
+    activations = int(SAMPLER_STEP_TOKENS * per_token * dtype_bytes)
+    activations += sequences * c.vocab_size * 4
+    return SamplerMemoryPlan(
+        tensor_parallel=tensor,
+        engines=engines,
+        sequences_per_engine=sequences,
+        seq_len=seq_len,
+        num_parameters=num_parameters,
+        weights=math.ceil(num_parameters / tensor) * dtype_bytes,
+        kv_cache=sequences * seq_len * kv_per_token,
+        kv_bytes_per_token=kv_per_token,
+        activations=activations,
+        budget=int(config.sampler.gpu_memory_utilization * device_memory_gb * GB),
+    )
+
+
+def format_sampler_plan(plan: SamplerMemoryPlan, config: ConfigDict) -> str:
+    rows = [
+        ("weights", plan.weights, f"{plan.num_parameters:,} x {config.compute_dtype} / tp"),
+        (
+            "KV cache",
+            plan.kv_cache,
+            f"{plan.sequences_per_engine} seq x {plan.seq_len} tokens x "
+            f"{plan.kv_bytes_per_token:,} B",
+        ),
+        ("activations + logits", plan.activations, f"{SAMPLER_STEP_TOKENS}-token step"),
+    ]
+    lines = [
+        f"vLLM: {plan.engines} engine(s) x tensor_parallel_size={plan.tensor_parallel}; "
+        f"{plan.sequences_per_engine} concurrent sequence(s) per engine at full length",
+        f"{'item':<28}{'GB/device':>12}  note",
+    ]
+    lines += [f"{name:<28}{size / GB:>12.2f}  {note}" for name, size, note in rows]
+    utilization = config.sampler.gpu_memory_utilization
+    lines.append(
+        f"{'total':<28}{plan.total / GB:>12.2f}  of {plan.budget / GB:.2f} GB "
+        f"(gpu_memory_utilization={utilization:g})"
+    )
+    lines.append(f"fits: {'yes' if plan.fits else 'NO'}")
+    if not plan.fits:
+        lines.append(
+            "does not fit: lower --config.sampler.max_batch, raise "
+            "--config.sampler.tensor_parallel_size or gpu_memory_utilization"
+        )
+    if plan.seq_len > config.model.max_position_embeddings:
+        lines.append(
+            f"note: sequences of {plan.seq_len} tokens exceed config.model."
+            f"max_position_embeddings={config.model.max_position_embeddings}"
         )
     return "\n".join(lines)

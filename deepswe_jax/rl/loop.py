@@ -39,7 +39,7 @@ import ml_collections
 import numpy as np
 from flax import nnx
 
-from deepswe_jax.agent.rollout import collect_rollouts
+from deepswe_jax.agent.rollout import EpisodeSettings, collect_rollouts
 from deepswe_jax.agent.trajectory import Trajectory, trajectories_path, write_trajectories
 from deepswe_jax.checkpoint import (
     TrainCheckpoints,
@@ -66,7 +66,7 @@ from deepswe_jax.parallel.distributed import (
     process_local_record,
 )
 from deepswe_jax.parallel.sharding import Rules
-from deepswe_jax.rl.batch import assemble_batch
+from deepswe_jax.rl.batch import assemble_batch, row_length_buckets
 from deepswe_jax.rl.metrics import MetricsWriter, batch_metrics, rollout_metrics
 from deepswe_jax.rl.overlap import RolloutScheduler
 from deepswe_jax.rl.train_step import LossSettings, Trainer, TrainState, make_optimizer
@@ -122,8 +122,7 @@ def update_policy(
 ) -> tuple[TrainState, dict[str, float]]:
     """Batch the trajectories (advantages, compact filter, rows padded to a length bucket) and
     take config.rl.num_iterations optimizer steps on them; a batch without loss tokens is
-    skipped (train/skipped = 1). Optional fields: config.rl.compact_filtering (default True),
-    config.rl.length_buckets (default (): powers of two).
+    skipped (train/skipped = 1). Optional field: config.rl.compact_filtering (default True).
 
     Returns the new state and the batch metrics plus the last step's train/ metrics.
     """
@@ -133,7 +132,9 @@ def update_policy(
         micro_batch_size=rl.micro_batch_size,
         advantage=rl.advantage,
         compact_filtering=rl.get("compact_filtering", True),
-        length_buckets=tuple(rl.get("length_buckets", ())) or None,  # () = powers of two
+        length_buckets=row_length_buckets(
+            config.agent.max_prompt_tokens + config.agent.max_context, rl.length_buckets
+        ),
     )
     metrics = batch_metrics(batch.stats, len(batch.micro_batches))
     if not batch.micro_batches:
@@ -203,6 +204,7 @@ def make_sampler(
             model,
             max_batch=config.sampler.max_batch,
             max_cache_len=max_len,
+            max_cache_tokens=config.sampler.max_cache_tokens or None,
             mesh=make_mesh(1, -1, 1, devices=jax.local_devices()) if multiprocess else trainer.mesh,
             rules=rules,
             seed=seed,
@@ -254,6 +256,7 @@ def make_trainer(config: ml_collections.ConfigDict, rules: Rules) -> Trainer:
         mesh=make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor),
         rules=rules,
         peak_flops_per_device=config.rl.get("peak_flops_per_device"),
+        packed_rows=False,  # update_policy puts one trajectory in each row
     )
 
 
@@ -342,6 +345,7 @@ def train(
     start leaves nothing behind. Ctrl-C during a train step or a checkpoint save takes effect
     when it ends (`interrupts.deferred_interrupts`).
     """
+    EpisodeSettings.from_config(config)  # refuses bad agent settings before anything starts
     workdir = Path(workdir).resolve()
     tasks = list(tasks) if tasks is not None else load_task_list(config)
     tokenizer = load_tokenizer(config)

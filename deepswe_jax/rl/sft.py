@@ -171,6 +171,7 @@ def make_sft_trainer(config: ml_collections.ConfigDict, rules: Rules) -> Trainer
         peak_flops_per_device=config.rl.get("peak_flops_per_device"),
         learning_rate=learning_rate_schedule(config.sft, decay_steps),
         loss_fn=NegativeLogLikelihoodLoss(),
+        packed_rows=False,  # train_sft's batches hold one trajectory per row
     )
 
 

@@ -26,11 +26,10 @@ import dataclasses
 import math
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import optax
 from flax import nnx
@@ -41,6 +40,9 @@ from deepswe_jax.parallel import DEFAULT_RULES, batch_sharding, state_shardings,
 from deepswe_jax.rl.batch import MicroBatch
 from deepswe_jax.rl.logprobs import token_logprobs
 from deepswe_jax.rl.loss import policy_loss, ratio_metrics
+
+if TYPE_CHECKING:  # configs are only read, never built here: bench/gpu.py runs without it
+    import ml_collections
 
 
 @jax.tree_util.register_dataclass
@@ -89,6 +91,8 @@ class LossSettings:
     """The loss hyperparameters of config.rl (and the response budget of config.agent).
 
     max_response_len: the constant of 'seq_sum_const' (config.agent.max_context).
+    sequences: which sequences a per-sequence mode divides by: 'all' (DeepSWE) | 'trained'
+      (rl/loss.py).
     logprob_chunk: sequence positions per chunk of the log-prob computation.
     temperature: the sampler's temperature, so trainer and sampler score the same distribution.
     """
@@ -97,6 +101,7 @@ class LossSettings:
     eps_low: float = 0.2
     eps_high: float = 0.28
     max_response_len: int = 32768
+    sequences: str = "all"
     logprob_chunk: int = 1024
     temperature: float = 1.0
 
@@ -107,6 +112,7 @@ class LossSettings:
             eps_low=config.rl.eps_low,
             eps_high=config.rl.eps_high,
             max_response_len=config.agent.max_context,
+            sequences=config.rl.loss_sequences,
             logprob_chunk=config.rl.logprob_chunk,
             temperature=config.sampler.temperature,
         )
@@ -156,6 +162,8 @@ class PolicyGradientLoss:
             mode=settings.mode,
             max_response_len=settings.max_response_len,
             segment_ids=batch["segment_ids"],
+            sequences=settings.sequences,
+            absent_sequences=batch["absent_sequences"],
         )
         mask = batch["loss_mask"]
         clip = {"eps_low": settings.eps_low, "eps_high": settings.eps_high}
@@ -237,6 +245,9 @@ class Trainer:
         reported.
       trainable: nnx filter of the parameters that train (e.g. lora.LoRAParam); the others get
         no gradient and no optimizer state, and grad_norm / update_norm cover the trainable ones.
+      packed_rows: whether a row may hold several sequences (rl.batch pack_length); False lets
+        the attention kernel take sequence lengths instead of segments (cuDNN), and a
+        micro-batch with a packed row is refused.
     """
 
     def __init__(
@@ -251,8 +262,10 @@ class Trainer:
         learning_rate: optax.Schedule | None = None,
         loss_fn: MicroBatchLoss | None = None,
         trainable: nnx.filterlib.Filter = nnx.Param,
+        packed_rows: bool = True,
     ):
         self.graphdef, params = nnx.split(model, nnx.Param)
+        self.packed_rows = packed_rows
         abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), params)
         self._abstract_params = abstract_params
         self.trainable = trainable
@@ -309,6 +322,7 @@ class Trainer:
                 param_dtype=jnp.dtype(config.param_dtype),
                 dtype=jnp.dtype(config.compute_dtype),
                 remat=config.remat,
+                attention_impl=config.attention,
             )
         )
         return cls(
@@ -319,6 +333,7 @@ class Trainer:
             rules=config.sharding_rules,
             peak_flops_per_device=config.rl.get("peak_flops_per_device"),
             learning_rate=learning_rate_schedule(config.rl),
+            packed_rows=False,  # RL batches hold one trajectory per row
         )
 
     @property
@@ -337,7 +352,9 @@ class Trainer:
         self, params: nnx.State, batch: dict[str, jax.Array]
     ) -> tuple[jax.Array, jax.Array]:
         model = nnx.merge(self.graphdef, params)
-        hidden = model.hidden_states(batch["input_ids"], batch["positions"], batch["segment_ids"])
+        hidden = model.hidden_states(
+            batch["input_ids"], batch["positions"], batch["segment_ids"], packed=self.packed_rows
+        )
         return token_logprobs(
             hidden,
             model.unembed_matrix().astype(model.dtype),
@@ -437,6 +454,11 @@ class Trainer:
         return jax.make_array_from_process_local_data(self.batch_sharding, array)
 
     def _device_batch(self, micro_batch: MicroBatch) -> dict[str, jax.Array]:
+        if not self.packed_rows and micro_batch.segment_ids.max(initial=0) > 1:
+            raise ValueError(
+                "a micro-batch row holds several packed sequences, but this Trainer was built "
+                "with packed_rows=False (one sequence per row); build it with packed_rows=True"
+            )
         return {name: self._put(array) for name, array in _batch_arrays(micro_batch).items()}
 
     def logprobs(self, params: nnx.State, micro_batch: MicroBatch) -> jax.Array:

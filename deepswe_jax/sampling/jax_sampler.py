@@ -21,6 +21,11 @@ trainer recomputes.
 
 A request generates at most `max_cache_len - len(prompt)` tokens: when the cache row is full it
 ends with finish_reason 'length', as when `max_new_tokens` runs out.
+
+Memory: each slot reserves a whole row of `max_cache_len` positions, so the cache is sized by a
+token budget when one is given (`max_cache_tokens`: slots = budget // max_cache_len, at most
+`max_batch`), and a sampler whose weights and cache would not fit the devices' free memory is
+refused before anything is allocated, with the sizes and what to change.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from deepswe_jax.parallel import (
 )
 from deepswe_jax.parallel.sharding import Rules
 from deepswe_jax.sampling.base import Completion, GenerateRequest, SamplingParams
+from deepswe_jax.sampling.memory import cache_shape, free_device_bytes, memory_per_device
 
 
 def sample_next_tokens(
@@ -197,6 +203,10 @@ class JaxSampler:
       rules: logical -> mesh axis table (default `DEFAULT_RULES`).
       min_prefill_len: smallest prompt padding bucket.
       seed: PRNG seed for sampling.
+      max_cache_tokens: token budget of the KV cache; the slots are then
+        min(max_batch, max_cache_tokens // max_cache_len) (None: max_batch slots).
+      free_bytes: bytes each device may still allocate (None: what the device reports,
+        `free_device_bytes`); weights and cache beyond it are refused with a ValueError.
     """
 
     def __init__(
@@ -209,11 +219,21 @@ class JaxSampler:
         rules: Rules = DEFAULT_RULES,
         min_prefill_len: int = 16,
         seed: int = 0,
+        max_cache_tokens: int | None = None,
+        free_bytes: int | None = None,
     ):
         if max_batch < 1 or max_cache_len < 2:
             raise ValueError(
                 f"need max_batch >= 1 and max_cache_len >= 2, got {max_batch} and {max_cache_len}"
             )
+        if max_cache_tokens is not None:
+            if max_cache_tokens < max_cache_len:
+                raise ValueError(
+                    f"a cache budget of {max_cache_tokens:,} tokens holds no slot of "
+                    f"max_cache_len={max_cache_len:,}; raise sampler.max_cache_tokens to at least "
+                    f"{max_cache_len:,}"
+                )
+            max_batch = min(max_batch, max_cache_tokens // max_cache_len)
         self.max_batch = max_batch
         self.max_cache_len = max_cache_len
         config = model.config
@@ -223,6 +243,7 @@ class JaxSampler:
         self._length_buckets = _powers_of_two_up_to(max_cache_len, min_prefill_len)
         self._count_buckets = _powers_of_two_up_to(max_batch)
 
+        self._refuse_what_cannot_fit(model, max_cache_len, free_bytes)
         graphdef, state = nnx.split(model)
         self._state_shardings = state_shardings(state, self._mesh, self._rules)
         self._state_leaves, self._state_treedef = jax.tree.flatten(state)
@@ -232,13 +253,7 @@ class JaxSampler:
             CACHE_LOGICAL_AXES,
             self._mesh,
             self._rules,
-            shape=(
-                config.num_hidden_layers,
-                max_batch,
-                max_cache_len,
-                config.num_key_value_heads,
-                config.head_dim,
-            ),
+            shape=cache_shape(config, max_batch, max_cache_len),
         )
         lengths_sharding = logical_to_sharding(("batch",), self._mesh, self._rules, (max_batch,))
         cache_shardings = KVCache(
@@ -276,6 +291,35 @@ class JaxSampler:
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="jax-sampler", daemon=True)
         self._thread.start()
+
+    def _refuse_what_cannot_fit(
+        self, model: Qwen3ForCausalLM, max_cache_len: int, free_bytes: int | None
+    ) -> None:
+        """Raises ValueError, before anything is allocated, when the weights plus the keys and
+        values would not fit each device's free memory."""
+        weights, cache = memory_per_device(
+            model, slots=self.max_batch, max_cache_len=max_cache_len, mesh=self._mesh,
+            rules=self._rules,
+        )  # fmt: skip
+        device = self._mesh.devices.flat[0]
+        free = free_device_bytes(device) if free_bytes is None else free_bytes
+        if weights + cache <= free:
+            return
+        per_slot = cache / self.max_batch
+        fitting_slots = max(int((free - weights) // per_slot), 0)
+        layers, slots, length, kv_heads, head_dim = cache_shape(
+            model.config, self.max_batch, max_cache_len
+        )
+        raise ValueError(
+            f"JaxSampler needs {(weights + cache) / 1e9:,.1f} GB per device but {device} has "
+            f"{free / 1e9:,.1f} GB free: KV cache {cache / 1e9:,.1f} GB ({slots} slots x "
+            f"{length:,} tokens x {layers} layers x keys and values x {kv_heads} kv heads x "
+            f"{head_dim} x {np.dtype(model.dtype).itemsize} bytes, over "
+            f"{self._mesh.size} device(s)) plus weights {weights / 1e9:,.1f} GB. {fitting_slots} "
+            f"slots fit: set sampler.max_batch={fitting_slots} or sampler.max_cache_tokens="
+            f"{fitting_slots * length:,}, shorten agent.max_context, or shard the sampler over "
+            "more devices"
+        )
 
     @property
     def compilation_count(self) -> int:

@@ -57,7 +57,8 @@ import numpy as np
 import tqdm
 
 from deepswe_jax.agent.chat import ChatTokenizer
-from deepswe_jax.agent.rollout import run_episode
+from deepswe_jax.agent.interface import DEEPSWE_JAX
+from deepswe_jax.agent.rollout import EpisodeSettings, run_episode
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
 from deepswe_jax.env.grading import GradeResult
 from deepswe_jax.env.pool import EnvPool
@@ -218,6 +219,8 @@ def eval_identity(policy_name: str, model_name: str, config: ml_collections.Conf
             top_p=float(sampler.top_p),
             top_k=int(sampler.top_k),
         )
+        if agent.get("interface", DEEPSWE_JAX) != DEEPSWE_JAX:
+            identity.update(interface=agent.interface, prompts_file=agent.prompts_file)
     return identity
 
 
@@ -904,6 +907,8 @@ def run_evaluation(
     tasks[process_id::num_processes], into output_dir/shard_<process_id>-of-<num_processes>
     with the `ShardPlan` that `merge_shards` reads.
     """
+    if policy not in FIXED_PATCH_POLICIES:
+        EpisodeSettings.from_config(config)  # refuses bad agent settings before anything starts
     run_label = f"eval-{uuid.uuid4().hex[:8]}"
     pool = make_env_pool(config, run_label, grade_concurrency=grade_concurrency)
     scorer = make_scorer(

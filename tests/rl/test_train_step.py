@@ -3,6 +3,8 @@
 Compiles are the cost here, so the single-device trainer is shared by the tests of this module.
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -113,6 +115,28 @@ def test_k_micro_batches_equal_one_big_batch(single):
     assert float(sums["denominator"]) == 8  # seq_sum_const: one per sequence with loss tokens
 
 
+def test_compact_filtered_sequences_count_in_the_deepswe_denominator(single):
+    """DeepSWE's mean runs over every trajectory of the batch (rl/loss.py, sequences='all'): two
+    compact-filtered rollouts are left out of the arrays but still divide the loss, exactly
+    however the rest is split into micro-batches."""
+    trainer, params, *_ = single
+    trajectories = make_trajectories()
+    for i in (1, 6):
+        trajectories[i] = dataclasses.replace(trajectories[i], stop_reason=StopReason.max_steps)
+    whole = assemble_batch(trajectories, micro_batch_size=8)
+    halves = assemble_batch(trajectories, micro_batch_size=4)
+    assert whole.stats.num_trained == 6 and len(halves.micro_batches) == 2
+    grads, sums = trainer.accumulate_gradients(params, whole.micro_batches)
+    split_grads, split_sums = trainer.accumulate_gradients(params, halves.micro_batches)
+    assert float(sums["denominator"]) == float(split_sums["denominator"]) == 8
+    assert_trees_close(normalized(split_grads, split_sums), normalized(grads, sums))
+    # With the current policy as the old one every ratio is 1: the loss is -sum(A * tokens) / L
+    # per sequence, divided by all 8 trajectories.
+    (micro_batch,) = whole.micro_batches
+    want = -(micro_batch.advantages * micro_batch.loss_mask).sum() / LOSS.max_response_len / 8
+    np.testing.assert_allclose(float(sums["loss_sum"]) / 8, want, rtol=1e-5)
+
+
 def test_trainer_logprobs_score_the_shifted_targets(single):
     trainer, params, whole, *_ = single
     (micro_batch,) = whole
@@ -198,10 +222,17 @@ def test_optimizer_from_config_warmup_and_clipping():
 def test_from_config_reads_model_remat_and_loss_settings():
     config = tiny.get_config()
     config.remat = "full"
+    config.attention = "pallas"
     config.rl.peak_flops_per_device = 1e12
     trainer = Trainer.from_config(config, make_mesh())
     assert trainer.model_config.hidden_size == config.model.hidden_size
-    assert nnx.merge(trainer.graphdef, trainer.param_shardings).remat == "full"
+    model = nnx.merge(trainer.graphdef, trainer.param_shardings)
+    assert model.remat == "full" and model.attention_impl == "pallas"
+    # RL rows hold one trajectory each, so attention may use sequence lengths; packed rows are
+    # refused rather than attended across.
+    packed = assemble_batch(make_trajectories(), micro_batch_size=4, pack_length=64)
+    with pytest.raises(ValueError, match="packed_rows=True"):
+        trainer.logprobs(None, packed.micro_batches[0])
     assert trainer.loss.max_response_len == config.agent.max_context
     assert trainer.loss.logprob_chunk == config.rl.logprob_chunk
     assert trainer.peak_flops_per_device == 1e12
