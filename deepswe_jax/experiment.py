@@ -158,6 +158,8 @@ def make_env_pool(
             mem_limit=config.env.mem_limit,
             nano_cpus=int(config.env.cpus * 1e9),
             pids_limit=config.env.pids_limit,
+            disk_limit=config.env.disk_limit,
+            disk_limit_mode=config.env.disk_limit_mode,
         )
     except Exception as error:
         raise RuntimeError(

@@ -203,7 +203,7 @@ def test_docker_backend_builds_a_docker_pool():
     assert pool.runtime_factory is None and pool.build_images
     assert [host.endpoint for host in pool.placement.hosts.hosts] == [default_endpoint()]
     assert pool.placement.factory == DockerRuntimeFactory(
-        mem_limit="1g", nano_cpus=10**9, pids_limit=256
+        mem_limit="1g", nano_cpus=10**9, pids_limit=256, disk_limit="10g", disk_limit_mode="auto"
     )
     assert pool.step_timeout == config.agent.step_timeout and pool.max_envs == 8
     assert pool._grade_slots._value == 3  # gradings at once
