@@ -34,6 +34,7 @@ from flax import nnx
 from deepswe_jax.agent.trajectory import Trajectory
 from deepswe_jax.checkpoint import TrainCheckpoints
 from deepswe_jax.experiment import model_factory, sharding_rules
+from deepswe_jax.interrupts import deferred_interrupts
 from deepswe_jax.parallel import make_mesh
 from deepswe_jax.parallel.distributed import is_primary_process, process_local_record
 from deepswe_jax.parallel.sharding import Rules
@@ -229,19 +230,22 @@ def train_sft(
             micro_batches = [
                 process_local_record(mb, trainer.batch_sharding) for mb in batch.micro_batches
             ]
-            state, metrics = trainer.step(state, micro_batches)
-            checkpoints.save(
-                step + 1,
-                params=state.params,
-                opt_state=state.opt_state,
-                rng_key=run.rng_key,
-                data_position={
-                    "optimizer_steps": int(state.step),
-                    "tasks_consumed": (step + 1) * sft.batch_size,
-                },
-                config=config,
-                force=step + 1 == sft.num_steps,
-            )
+            checkpoints.check_saved()  # the last save failed: stop before training on
+            with deferred_interrupts():
+                state, metrics = trainer.step(state, micro_batches)
+            with deferred_interrupts():
+                checkpoints.save(
+                    step + 1,
+                    params=state.params,
+                    opt_state=state.opt_state,
+                    rng_key=run.rng_key,
+                    data_position={
+                        "optimizer_steps": int(state.step),
+                        "tasks_consumed": (step + 1) * sft.batch_size,
+                    },
+                    config=config,
+                    force=step + 1 == sft.num_steps,
+                )
             if writer is not None:
                 writer.write(step + 1, {f"sft/{key}": value for key, value in metrics.items()})
             logger.info(

@@ -140,11 +140,14 @@ def test_writing_past_the_disk_limit_fails_inside_the_container(
     )
     with runtime:
         # overlay2 on ext4 here: Docker cannot limit the writable layer, the tool server does.
-        assert runtime.disk_limit_applied in ("storage_opt", "tool_server")
+        by_server = runtime.disk_limit_applied == "tool_server"
+        assert by_server or runtime.disk_limit_applied == "storage_opt"
         big = runtime.run("dd if=/dev/zero of=/testbed/big bs=1M count=64", timeout=60)
         assert big.exit_code != 0 and not big.timed_out
-        assert "File size limit exceeded" in big.output or "File too large" in big.output
-        assert "disk limit" in big.output
+        if by_server:
+            assert "File size limit exceeded: no file may grow past" in big.output
+        else:
+            assert "No space left on device" in big.output
         size = runtime.run("stat -c %s /testbed/big", timeout=10).output.strip()
         assert int(size) <= limit
         many = runtime.run(
@@ -157,3 +160,13 @@ def test_writing_past_the_disk_limit_fails_inside_the_container(
         [summary] = docker_client.api.containers(filters={"id": runtime.container_id}, size=True)
         held = summary["SizeRw"]  # what the container holds on the host's disk
         assert held <= limit + 32 * 2**20, held  # of the 320 MB it tried to write
+    if by_server:  # the setting that insists on Docker's limit says why it cannot have it
+        strict = DockerRuntime(
+            tiny_task.image,
+            run_label=run_label,
+            client=docker_client,
+            disk_limit="16m",
+            disk_limit_mode="storage_opt",
+        )
+        with pytest.raises(ValueError, match="does not support --storage-opt size="):
+            strict.start()
