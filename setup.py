@@ -23,6 +23,8 @@ setup(
         "matplotlib>=3.9",
         "tqdm>=4.66",
         "pyyaml>=6.0",
+        # SWE-bench rows are graded with its eval scripts, log parsers and reports (5.0.2 tested).
+        "swebench>=5.0.2",
     ],
     extras_require={
         "dev": [

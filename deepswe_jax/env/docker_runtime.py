@@ -50,7 +50,7 @@ from deepswe_jax.env.runtime import (
     ExecRuntime,
     MissingImageError,
 )
-from deepswe_jax.env.tools import SERVER_PATH, install_archive
+from deepswe_jax.env.tools import install_archive, server_command
 
 logger = logging.getLogger(__name__)
 
@@ -361,7 +361,7 @@ class DockerRuntime(ExecRuntime):
         try:
             return self.client.containers.create(
                 self.image,
-                entrypoint=["python3", "-u", SERVER_PATH, *server_args],
+                entrypoint=server_command(server_args),
                 storage_opt=storage_opt,
                 name=self.name,
                 stdin_open=True,

@@ -4,8 +4,10 @@
 `task.image` (never the agent's container):
 
 1. `apply_patch`: `git apply`, falling back to `patch --batch --fuzz=5 -p1`;
-   failure -> status `apply_failed`;
-2. `restore_test_files`: discard the patch's changes to everything that decides how tests
+   failure -> status `apply_failed`. The patch's changes to the layout's harness files
+   (`layouts.Layout.harness_paths`: R2E-Gym's run_tests.sh, .venv, r2e_tests) are dropped first;
+2. `restore_test_files`: discard the patch's changes (what `git status` shows after the patch
+   and did not show before it) to everything that decides how tests
    run, so a patch cannot edit, delete or skip the tests it is graded on: files in
    `test_patch`, files of the FAIL_TO_PASS / PASS_TO_PASS node ids, test files
    (`tasks.is_test_path`: under tests/, test_*.py, *_test.py, conftest.py),
@@ -14,11 +16,12 @@
    under `python3 -m pytest` (pytest.py, _pytest/, pluggy/, sitecustomize.py)
    go back to the base commit, new ones are deleted. A fix that must change
    setup.cfg or pyproject.toml is therefore graded without that change;
-3. `apply_test_patch`: apply `test_patch`;
+3. `apply_test_patch`: apply `test_patch` (unless the harness applies it itself);
 4. `run_tests`: the harness's test command (`harness.Harness`: how tests are run and how
-   their log is read) under a timeout;
+   their log is read; `harness_for` picks it by the task's layout) under a timeout;
 5. `score_tests`: 'timeout' past the limit, else the harness's verdict on the output
-   (pytest's `-rA` summary: PASSED / XFAIL pass; FAILED / ERROR / XPASS / missing fail).
+   (pytest's `-rA` summary: PASSED / XFAIL pass; FAILED / ERROR / XPASS / missing fail;
+   swebench's parser and report for SWE-bench rows; R2E-Gym's status map for R2E-Gym rows).
 
 The runtime is made by `runtime_factory` (the EnvPool's backend, e.g. a
 `k8s_runtime.K8sPodFactory`), or is a DockerRuntime on the local engine (or `client`'s).
@@ -37,46 +40,31 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 from typing import Any
 
 from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
-from deepswe_jax.env.harness import Harness, TestsStatus, Verdict, empty_tests_status, harness_for
+from deepswe_jax.env.harness import (
+    Harness,
+    PytestHarness,
+    TestsStatus,
+    Verdict,
+    empty_tests_status,
+)
+from deepswe_jax.env.harness_r2egym import R2EHarness
+from deepswe_jax.env.harness_swebench import SwebenchHarness
+from deepswe_jax.env.layouts import LAYOUTS
+from deepswe_jax.env.patches import is_protected, protected_paths, without_paths
 from deepswe_jax.env.runtime import ExecResult, Runtime, RuntimeFactory
-from deepswe_jax.env.tasks import TEST_DIR_NAMES, Task, is_test_path
+from deepswe_jax.env.tasks import Task
 
 DEFAULT_TIMEOUT = 300.0
 # Memory limit of a Docker grading container (a runtime_factory's runtimes have its limits).
 GRADING_MEM_LIMIT = "2g"
-PYTEST_CONFIG_NAMES = frozenset(
-    {
-        "conftest.py",
-        "pytest.ini",
-        ".pytest.ini",
-        "pytest.toml",
-        ".pytest.toml",
-        "tox.ini",
-        "setup.cfg",
-        "pyproject.toml",
-    }
-)
-# Top-level names that `python3 -m pytest` (cwd first on sys.path) would import instead of the real ones.
-SHADOWING_NAMES = frozenset(
-    {
-        "pytest.py",
-        "pytest",
-        "_pytest",
-        "py.py",
-        "pluggy",
-        "iniconfig",
-        "sitecustomize.py",
-        "usercustomize.py",
-    }
-)
 STATUSES = ("resolved", "unresolved", "apply_failed", "timeout", "infra_error", "empty_patch")
 PATCH_FILE = "/tmp/deepswe_model.patch"
 TEST_PATCH_FILE = "/tmp/deepswe_test.patch"
 PROTECTED_LIST_FILE = "/tmp/deepswe_protected_paths"
+STATUS_BEFORE_FILE = "/tmp/deepswe_status_before"
 GIT_STATUS_CMD = (
     "git status --porcelain=v1 -z --untracked-files=all --ignored=traditional --no-renames"
 )
@@ -86,6 +74,10 @@ RESTORE_CMD = (
     'if git cat-file -e "HEAD:$p" 2>/dev/null; then git checkout -q HEAD -- "$p"; fi; '
     f"done < {PROTECTED_LIST_FILE} && echo restored test files: $(tr '\\0' ' ' < {PROTECTED_LIST_FILE})"
 )
+# Separates the status after the patch from the one before it in CHANGES_CMD's output.
+STATUS_MARK = "--deepswe-status-before--"
+STATUS_SEPARATOR = f"\0{STATUS_MARK}\0"
+CHANGES_CMD = f"{GIT_STATUS_CMD} && printf '\\0{STATUS_MARK}\\0' && cat {STATUS_BEFORE_FILE}"
 
 
 @dataclass(frozen=True)
@@ -97,6 +89,8 @@ class GradeResult:
       in R2E-Gym mode PASS_TO_PASS lists the expected tests whose status matched / did not.
     test_log: combined output of the grading commands (patch application and test run).
     error: what went wrong, for 'infra_error' and 'timeout'.
+    report: the benchmark's own report.json entry of the test log when its harness made one
+      (swebench's get_eval_report for SWE-bench rows).
     """
 
     instance_id: str
@@ -110,6 +104,7 @@ class GradeResult:
     patch_exists: bool = True
     patch_is_none: bool = False
     error: str = ""
+    report: dict | None = None
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -121,59 +116,51 @@ class GradeResult:
         return self.status == "infra_error"
 
     def to_report(self) -> dict[str, dict[str, Any]]:
-        """SWE-bench per-instance report.json: {instance_id: {patch_is_None, ..., tests_status}}."""
-        return {
-            self.instance_id: {
-                "patch_is_None": self.patch_is_none,
-                "patch_exists": self.patch_exists,
-                "patch_successfully_applied": self.patch_successfully_applied,
-                "resolved": self.resolved,
-                "tests_status": self.tests_status,
-            }
+        """SWE-bench per-instance report.json (swebench's get_eval_report fields):
+        {instance_id: {patch_is_None, patch_exists, patch_successfully_applied, resolved,
+        infra_failure[, tests_status]}}; tests_status only when the tests ran and were scored
+        (not for an empty, unapplied or timed-out patch). A harness's own report is used as is."""
+        if self.report is not None:
+            return {self.instance_id: self.report}
+        entry: dict[str, Any] = {
+            "patch_is_None": self.patch_is_none,
+            "patch_exists": self.patch_exists,
+            "patch_successfully_applied": self.patch_successfully_applied,
+            "resolved": self.resolved,
+            "infra_failure": self.infra_error,
         }
+        if self.status in ("resolved", "unresolved"):
+            entry["tests_status"] = self.tests_status
+        return {self.instance_id: entry}
 
 
-def patch_paths(patch: str) -> set[str]:
-    """Repository-relative paths a unified diff touches (old and new names)."""
-    paths = set()
-    for line in patch.splitlines():
-        if line.startswith(("--- ", "+++ ")):
-            name = line[4:].split("\t")[0].strip()
-            if name != "/dev/null":
-                paths.add(name.split("/", 1)[1] if "/" in name else name)
-    return paths
-
-
-def protected_paths(task: Task) -> set[str]:
-    """Files that must be at their base (or test_patch) state when the tests run."""
-    node_files = {test_id.split("::")[0] for test_id in task.FAIL_TO_PASS + task.PASS_TO_PASS}
-    return patch_paths(task.test_patch) | node_files
-
-
-def is_protected(path: str, explicit: set[str]) -> bool:
-    """True if a patch's change to `path` is discarded before the tests run."""
-    parts = PurePosixPath(path).parts
-    return (
-        path in explicit
-        or is_test_path(path)
-        or any(
-            part in TEST_DIR_NAMES for part in parts
-        )  # the tests/ folder itself, e.g. replaced by a link
-        or (bool(parts) and parts[-1] in PYTEST_CONFIG_NAMES)
-        or (bool(parts) and parts[0] in SHADOWING_NAMES)
-    )
+def harness_for(task: Task) -> Harness:
+    """R2EHarness for tasks with `expected_output_json`, SwebenchHarness for the swebench
+    layout, else PytestHarness."""
+    if task.expected_output_json is not None:
+        return R2EHarness(applies_test_patch=task.layout == "r2egym")
+    if task.layout == "swebench":
+        return SwebenchHarness()
+    return PytestHarness()
 
 
 def _apply_cmd(patch_file: str) -> str:
     return (
-        f"git apply --verbose {patch_file} || "
+        f"{GIT_STATUS_CMD} > {STATUS_BEFORE_FILE} 2>/dev/null; git apply --verbose {patch_file} || "
         f"(echo 'git apply failed; trying patch --fuzz=5' && patch --batch --fuzz=5 -p1 -i {patch_file})"
     )
 
 
-def _changed_paths(status_z: str) -> list[str]:
-    """Paths from `git status --porcelain -z --no-renames` output ("XY path\\0")."""
-    return [entry[3:] for entry in status_z.split("\0") if len(entry) > 3]
+def _status_entries(status_z: str) -> list[str]:
+    """Entries ("XY path") of `git status --porcelain -z --no-renames` output."""
+    return [entry for entry in status_z.split("\0") if len(entry) > 3]
+
+
+def _changed_paths(changes: str) -> list[str]:
+    """Paths whose status CHANGES_CMD shows after the patch and not before it."""
+    after, _, before = changes.partition(STATUS_SEPARATOR)
+    unchanged = set(_status_entries(before))
+    return [entry[3:] for entry in _status_entries(after) if entry not in unchanged]
 
 
 # ---------------------------------------------------------------- the steps
@@ -198,17 +185,21 @@ class GradingSession:
 
 
 def apply_patch(session: GradingSession, patch: str) -> bool:
-    """Step 1: whether `patch` applied (git apply, else patch --fuzz=5)."""
+    """Step 1: whether `patch` applied (git apply, else patch --fuzz=5); records `git status`
+    before it, for step 2."""
     session.runtime.write_file(PATCH_FILE, patch if patch.endswith("\n") else patch + "\n")
     return session.run(_apply_cmd(PATCH_FILE)).exit_code == 0
 
 
 def restore_test_files(session: GradingSession, task: Task) -> bool:
-    """Step 2: every changed path that `is_protected` back at the base commit (deleted when new
-    there); False when restoring failed."""
-    status = session.run(GIT_STATUS_CMD)
+    """Step 2: every path the patch changed that `is_protected` back at the base commit (deleted
+    when new there); False when restoring failed. Files that were already there before the
+    patch (an image's untracked files, e.g. a .venv) are left alone."""
+    changes = session.run(CHANGES_CMD)
+    if changes.exit_code != 0:
+        return False
     explicit = protected_paths(task)
-    discard = [path for path in _changed_paths(status.output) if is_protected(path, explicit)]
+    discard = [path for path in _changed_paths(changes.output) if is_protected(path, explicit)]
     if not discard:
         return True
     session.runtime.write_file(PROTECTED_LIST_FILE, "\0".join(discard) + "\0")
@@ -310,10 +301,13 @@ def grade_patch(
             patch_exists=not is_empty,
             patch_is_none=patch is None,
             error=error,
+            report=verdict.report if verdict else None,
         )
 
     if is_empty and skip_empty:
         return result("empty_patch", applied=False)
+    if not is_empty:
+        patch = without_paths(patch, LAYOUTS[task.layout].harness_paths)
 
     runtime = None
     session = None
@@ -327,7 +321,7 @@ def grade_patch(
             if not restore_test_files(session, task):
                 error = "restoring test files failed"
                 return result("infra_error", applied=True, log=session.log, error=error)
-        if not apply_test_patch(session, task):
+        if not harness.applies_test_patch and not apply_test_patch(session, task):
             error = (
                 f"test_patch of {task.instance_id} does not apply to its base commit; fix the task"
             )

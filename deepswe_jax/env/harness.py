@@ -1,15 +1,19 @@
 """How a task's tests are run and how their log is read: the grader's test harness.
 
 `grading.grade_patch` prepares the repository (patch applied, test files restored, test_patch
-applied), runs `harness.command(task)` under a timeout and scores the output with
-`harness.score(task, log)`. Two harnesses, picked per task by `harness_for`:
+applied unless the harness applies it itself), runs `harness.command(task)` under a timeout and
+scores the output with `harness.score(task, log)`. Three harnesses, picked per task by
+`grading.harness_for`:
 
-  PytestHarness  SWE-bench semantics: `python3 -m pytest -rA` on the FAIL_TO_PASS and
-                 PASS_TO_PASS node ids (or `task.test_cmd`); resolved when every one of them
-                 is PASSED or XFAIL in the `-rA` short summary (FAILED / ERROR / XPASS /
-                 missing fail).
-  R2EHarness     R2E-Gym's `expected_output_json`: the summary's status map, keyed the way
-                 R2E-Gym keys it, must equal the expected map exactly.
+  PytestHarness    our tasks (layout deepswe): `python3 -m pytest -rA` on the FAIL_TO_PASS and
+                   PASS_TO_PASS node ids (or `task.test_cmd`); resolved when every one of them
+                   is PASSED or XFAIL in the `-rA` short summary (FAILED / ERROR / XPASS /
+                   missing fail).
+  SwebenchHarness  SWE-bench / SWE-Gym rows (layout swebench): the row's eval script, log
+                   parser and report, all from the swebench package (`harness_swebench`).
+  R2EHarness       R2E-Gym rows (`expected_output_json`): the image's /r2e_tests through its
+                   run_tests.sh, R2E-Gym's status map, compared with the expected map exactly
+                   (`harness_r2egym`).
 
 A benchmark with its own way of running tests or its own log format is a new Harness.
 """
@@ -47,24 +51,25 @@ def empty_tests_status() -> TestsStatus:
 
 @dataclass(frozen=True)
 class Verdict:
-    """What a test log says about a task: SWE-bench's tests_status and whether it is resolved."""
+    """What a test log says about a task: SWE-bench's tests_status and whether it is resolved;
+    `report` is the benchmark's own per-instance report of that log when its harness makes one
+    (swebench's get_eval_report), which `GradeResult.to_report` then returns as is."""
 
     tests_status: TestsStatus
     resolved: bool
+    report: dict | None = None
 
 
 class Harness(Protocol):
     """How a task's tests run (`command`, a bash command run in /testbed) and how their output
-    is scored (`score`)."""
+    is scored (`score`). `applies_test_patch`: the command applies `task.test_patch` itself (or
+    runs tests that need none), so the grader does not."""
+
+    applies_test_patch: bool
 
     def command(self, task: Task) -> str: ...
 
     def score(self, task: Task, log: str) -> Verdict: ...
-
-
-def harness_for(task: Task) -> Harness:
-    """R2EHarness for tasks with `expected_output_json`, else PytestHarness."""
-    return R2EHarness() if task.expected_output_json is not None else PytestHarness()
 
 
 def selected_tests_command(task: Task) -> str:
@@ -75,6 +80,8 @@ def selected_tests_command(task: Task) -> str:
 @dataclass(frozen=True)
 class PytestHarness:
     """SWE-bench semantics over pytest's `-rA` short summary (see the module docstring)."""
+
+    applies_test_patch: bool = False
 
     def command(self, task: Task) -> str:
         return selected_tests_command(task)
@@ -93,24 +100,6 @@ class PytestHarness:
         return Verdict(tests_status, resolved)
 
 
-@dataclass(frozen=True)
-class R2EHarness:
-    """R2E-Gym's exact status map (see the module docstring); PASS_TO_PASS lists the expected
-    tests whose status matched / did not."""
-
-    def command(self, task: Task) -> str:
-        return selected_tests_command(task)
-
-    def score(self, task: Task, log: str) -> Verdict:
-        expected = _normalize_r2e(task.expected_output_json)
-        observed = _normalize_r2e(r2e_status_map(log))
-        tests_status = empty_tests_status()
-        for name in sorted(expected):
-            key = "success" if observed.get(name) == expected[name] else "failure"
-            tests_status["PASS_TO_PASS"][key].append(name)
-        return Verdict(tests_status, observed == expected)
-
-
 def parse_pytest_summary(log: str) -> dict[str, str]:
     """Per-test status from the `-rA` short test summary of a pytest log.
 
@@ -123,7 +112,7 @@ def parse_pytest_summary(log: str) -> dict[str, str]:
       are not listed (their summary lines name a file location, not a node id).
     """
     statuses: dict[str, str] = {}
-    for line in _summary_lines(log):
+    for line in summary_lines(log):
         status, _, rest = line.partition(" ")
         if status not in SUMMARY_STATUSES or status == "SKIPPED" or not rest:
             continue
@@ -133,7 +122,7 @@ def parse_pytest_summary(log: str) -> dict[str, str]:
     return statuses
 
 
-def _summary_lines(log: str) -> list[str]:
+def summary_lines(log: str) -> list[str]:
     lines = [line.rstrip("\r") for line in _strip_ansi(log).splitlines()]
     start = None
     for i, line in enumerate(lines):
@@ -165,19 +154,6 @@ def _strip_message(rest: str) -> str:
         elif depth == 0 and rest.startswith(" - ", i):
             return rest[:i]
     return rest
-
-
-def r2e_status_map(log: str) -> dict[str, str]:
-    """Test statuses keyed the way R2E-Gym keys `expected_output_json`: the node id
-    without its file part, "::" replaced by "." (e.g. "TestDates.test_iso_week")."""
-    return {
-        ".".join(node_id.split("::")[1:]): status
-        for node_id, status in parse_pytest_summary(log).items()
-    }
-
-
-def _normalize_r2e(statuses: dict[str, str]) -> dict[str, str]:
-    return {_strip_ansi(name).split(" - ")[0]: status for name, status in statuses.items()}
 
 
 def default_test_cmd(test_ids: Iterable[str]) -> str:

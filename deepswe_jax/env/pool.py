@@ -37,6 +37,7 @@ process's containers (see `ownership`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import statistics
 import time
@@ -53,6 +54,7 @@ from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
 from deepswe_jax.env.environment import Env
 from deepswe_jax.env.grading import GRADING_MEM_LIMIT, GradeResult, grade_patch
 from deepswe_jax.env.hosts import DockerHosts, default_endpoint
+from deepswe_jax.env.layouts import LAYOUTS, LayoutError, prepare_runtime
 from deepswe_jax.env.ownership import install_exit_cleanup
 from deepswe_jax.env.placement import DockerPlacement, FactoryPlacement, Placement
 from deepswe_jax.env.runtime import MissingImageError, Runtime, RuntimeFactory
@@ -233,12 +235,17 @@ class EnvPool:
                     runtime = placement.runtime_factory(site)(image, run_label=self.run_label)
                     self._runtimes[runtime] = site
                     await self._in_thread(runtime.start)
+                    await self._in_thread(
+                        functools.partial(prepare_runtime, runtime, LAYOUTS[task.layout])
+                    )
                     return runtime, site
                 except BaseException as error:
                     placement.release(site, failed=True)
                     retry = isinstance(error, placement.failures)
                     # A cancelled start's runtime stays listed: close() removes it.
-                    if runtime is not None and (retry or isinstance(error, MissingImageError)):
+                    if runtime is not None and (
+                        retry or isinstance(error, (MissingImageError, LayoutError))
+                    ):
                         self._runtimes.pop(runtime, None)
                         await self._close_runtime(runtime, site)
                     if not retry:
@@ -262,8 +269,9 @@ class EnvPool:
 
     @asynccontextmanager
     async def acquire(self, task: Task) -> AsyncIterator[Env]:
-        """A started environment for `task` (tools installed, /testbed at the base commit);
-        its container is removed when the block exits."""
+        """A started environment for `task` (tools installed, /testbed at the base commit, the
+        image's layout prepared: `layouts.prepare_runtime`); its container is removed when the
+        block exits."""
         if not self._entered:
             await self.start()
         async with self._env_slots:

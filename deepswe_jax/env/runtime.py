@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from deepswe_jax.env.layouts import DIFF_EXCLUDE_FILE
 from deepswe_jax.env.ownership import LIVE_RUNTIMES, install_exit_cleanup
 from deepswe_jax.env.tools import tool_argv
 
@@ -116,16 +117,23 @@ class RuntimeFactory(Protocol):
 
 def git_diff_script(base_commit: str) -> str:
     """Bash script, run in the repository, that writes to PATCH_FILE everything changed since
-    `base_commit` (new files included via a throwaway index; .gitignore'd files and
-    DIFF_EXCLUDES left out; binary changes in git's binary format)."""
+    `base_commit` (new files included via a throwaway index; .gitignore'd files, DIFF_EXCLUDES
+    and the paths listed in layouts.DIFF_EXCLUDE_FILE left out; binary changes in git's
+    binary format)."""
     excludes = " ".join(shlex.quote(f":(exclude,glob){p}") for p in DIFF_EXCLUDES)
     git = "git -c safe.directory='*' -c core.quotepath=false"
     return (
         "set -e\n"
-        'index="$(mktemp)"\n'
-        "trap 'rm -f \"$index\"' EXIT\n"
+        'index="$(mktemp)"; spec="$(mktemp)"\n'
+        'trap \'rm -f "$index" "$spec"\' EXIT\n'
         'cp .git/index "$index" 2>/dev/null || rm -f "$index"\n'
-        f'GIT_INDEX_FILE="$index" {git} add -A -- . {excludes}\n'
+        f"printf '%s\\0' . {excludes} > \"$spec\"\n"
+        f"if [ -f {DIFF_EXCLUDE_FILE} ]; then\n"
+        "  while IFS= read -r -d '' p; do\n"
+        '    if [ -n "$p" ]; then printf \':(exclude,literal)%s\\0\' "${p%/}"; fi\n'
+        f'  done < {DIFF_EXCLUDE_FILE} >> "$spec"\n'
+        "fi\n"
+        f'GIT_INDEX_FILE="$index" {git} add -A --pathspec-from-file="$spec" --pathspec-file-nul\n'
         f'GIT_INDEX_FILE="$index" {git} diff --cached --binary --no-color --no-ext-diff '
         f"--src-prefix=a/ --dst-prefix=b/ {shlex.quote(base_commit)} > {PATCH_FILE}\n"
     )

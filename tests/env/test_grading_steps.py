@@ -12,8 +12,11 @@ import textwrap
 import pytest
 
 from deepswe_jax.env import grading
-from deepswe_jax.env.grading import GradingSession, grade_patch, restore_test_files
-from deepswe_jax.env.harness import PytestHarness, R2EHarness, Verdict, harness_for
+from deepswe_jax.env.grading import GradingSession, grade_patch, harness_for, restore_test_files
+from deepswe_jax.env.harness import PytestHarness, Verdict
+from deepswe_jax.env.harness_r2egym import R2EHarness
+from deepswe_jax.env.harness_swebench import SwebenchHarness
+from deepswe_jax.env.patches import without_paths
 from deepswe_jax.env.runtime import EnvironmentUnavailableError, MissingImageError
 from deepswe_jax.env.tasks import Task
 from tests.env.fake_runtime import ScriptedFactory, ScriptedRuntime
@@ -30,8 +33,11 @@ PASSING_LOG = textwrap.dedent(
     ============================== 2 passed in 0.01s ===============================
     """
 )
-# git status -z: a new conftest.py, an edited test file, a fix, a new pytest.ini in a subfolder.
-CHANGED = "?? conftest.py\0 M tests/test_calc.py\0 M calc.py\0?? pkg/pytest.ini\0"
+# git status -z after the patch: a new conftest.py, an edited test file, a fix, a new pytest.ini
+# in a subfolder; before it, an untracked tests/ folder of the image that the patch left alone.
+BEFORE = "?? build/tests/conftest.py\0"
+CHANGED = "?? conftest.py\0 M tests/test_calc.py\0 M calc.py\0?? pkg/pytest.ini\0" + BEFORE
+CHANGES = CHANGED + grading.STATUS_SEPARATOR + BEFORE
 
 
 def make_task(**fields) -> Task:
@@ -54,10 +60,10 @@ def repository(fail: str = "", test_log: str = PASSING_LOG):
     'timeout') fails; the test run prints `test_log`."""
 
     def respond(cmd: str) -> tuple[int | None, str]:
-        if cmd.startswith("git apply --verbose /tmp/deepswe_model.patch"):
+        if cmd == grading._apply_cmd(grading.PATCH_FILE):
             return (1, "error: patch failed") if fail == "apply" else (0, "Applied")
-        if cmd == grading.GIT_STATUS_CMD:
-            return 0, CHANGED
+        if cmd == grading.CHANGES_CMD:
+            return 0, CHANGES
         if cmd == grading.RESTORE_CMD:
             return (1, "checkout failed") if fail == "restore" else (0, "restored")
         if cmd.startswith("git apply --verbose /tmp/deepswe_test.patch"):
@@ -81,7 +87,7 @@ def test_the_steps_run_in_order_in_one_fresh_runtime_and_their_log_is_kept():
     test_cmd = PytestHarness().command(task)
     assert runtime.commands == [
         grading._apply_cmd(grading.PATCH_FILE),
-        grading.GIT_STATUS_CMD,
+        grading.CHANGES_CMD,
         grading.RESTORE_CMD,
         f"git apply --verbose {grading.TEST_PATCH_FILE}",
         f"timeout -k 5 60 bash -c {shlex.quote(test_cmd)}",
@@ -91,7 +97,7 @@ def test_the_steps_run_in_order_in_one_fresh_runtime_and_their_log_is_kept():
         grading.PROTECTED_LIST_FILE: b"conftest.py\0tests/test_calc.py\0pkg/pytest.ini\0",
         grading.TEST_PATCH_FILE: TEST_PATCH.encode(),
     }
-    outputs = ["Applied", CHANGED, "restored", "Applied", PASSING_LOG]
+    outputs = ["Applied", CHANGES, "restored", "Applied", PASSING_LOG]
     logged = [grading._apply_cmd(grading.PATCH_FILE), *runtime.commands[1:4], test_cmd]
     assert result.test_log == "\n".join(
         f"$ {cmd}\n{output}" for cmd, output in zip(logged, outputs, strict=True)
@@ -143,6 +149,7 @@ def test_an_empty_patch_skips_apply_and_restore_but_still_runs_the_tests():
         ["git", "apply"],
         ["timeout", "-k"],
     ]
+    assert result.to_report()["calc-1"]["patch_exists"] is False
 
 
 def test_restore_only_touches_protected_paths():
@@ -151,15 +158,18 @@ def test_restore_only_touches_protected_paths():
     assert restore_test_files(GradingSession(runtime), make_task())
     protected = runtime.files[grading.PROTECTED_LIST_FILE].split(b"\0")
     assert b"calc.py" not in protected and b"pkg/pytest.ini" in protected
+    assert b"build/tests/conftest.py" not in protected  # the image's, there before the patch
     clean = ScriptedRuntime("img", "r", lambda cmd: (0, " M calc.py\0"))
     clean.start()
     assert restore_test_files(GradingSession(clean), make_task())
-    assert clean.commands == [grading.GIT_STATUS_CMD]  # nothing to restore: no restore command
+    assert clean.commands == [grading.CHANGES_CMD]  # nothing to restore: no restore command
 
 
 @dataclasses.dataclass(frozen=True)
 class MarkerHarness:
     """A harness of another benchmark: its own command, resolved when the log says OK."""
+
+    applies_test_patch: bool = False
 
     def command(self, task: Task) -> str:
         return f"run-benchmark-tests {task.instance_id}"
@@ -184,8 +194,9 @@ def test_a_harness_decides_how_tests_run_and_how_their_log_is_scored(log, status
     assert result.test_log.endswith(f"$ run-benchmark-tests calc-1\n{log}")
 
 
-def test_harness_for_picks_r2e_for_an_expected_status_map():
+def test_harness_for_picks_by_layout_and_expected_status_map():
     assert isinstance(harness_for(make_task()), PytestHarness)
+    assert isinstance(harness_for(make_task(layout="swebench")), SwebenchHarness)
     r2e = make_task(expected_output_json={"test_add": "PASSED", "test_mul": "FAILED"})
     assert isinstance(harness_for(r2e), R2EHarness)
     log = PASSING_LOG.replace(
@@ -197,3 +208,50 @@ def test_harness_for_picks_r2e_for_an_expected_status_map():
         "test_mul",
     ]
     assert not PytestHarness().score(make_task(), log).resolved
+
+
+HARNESS_SECTIONS = (
+    "diff --git a/run_tests.sh b/run_tests.sh\n--- a/run_tests.sh\n+++ b/run_tests.sh\n"
+    "@@ -1 +1 @@\n-pytest -rA r2e_tests\n+echo PASSED\n"
+    "diff --git a/.venv/bin/python b/.venv/bin/python\nnew file mode 100755\n"
+    "--- /dev/null\n+++ b/.venv/bin/python\n@@ -0,0 +1 @@\n+#!/bin/sh\n"
+    "diff --git a/r2e_tests/test_1.py b/r2e_tests/test_1.py\nnew file mode 100644\n"
+    "--- /dev/null\n+++ b/r2e_tests/test_1.py\n@@ -0,0 +1 @@\n+def test_x(): pass\n"
+)
+
+
+def test_harness_files_never_enter_the_graded_patch_of_an_r2e_gym_task():
+    code = "diff --git a/calc.py b/calc.py\n" + PATCH + "\n"
+    task = make_task(layout="r2egym", expected_output_json={"test_add": "PASSED"})
+    factory = ScriptedFactory(repository())
+    grade_patch(task, HARNESS_SECTIONS + code, runtime_factory=factory)
+    assert factory.made[0].files[grading.PATCH_FILE] == code.encode()
+    # R2E-Gym images bring their tests: no test patch is applied, run_tests.sh runs /r2e_tests.
+    assert not any("deepswe_test.patch" in cmd for cmd in factory.made[0].commands)
+    assert "bash /testbed/run_tests.sh" in factory.made[0].commands[-1]
+    plain = "--- a/run_tests.sh\n+++ b/run_tests.sh\n@@ -1 +1 @@\n-a\n+b\n" + PATCH + "\n"
+    assert without_paths(plain, ["run_tests.sh"]) == PATCH + "\n"
+    assert without_paths(code, ["calc"]) == code  # a path, not a prefix of a name
+
+
+def test_swebench_row_without_eval_script_gets_one_of_swebench_shape():
+    task = make_task(layout="swebench", repo="pydata/xarray", version="0.12")
+    script = SwebenchHarness().command(task)
+    lines = script.splitlines()
+    assert lines[:4] == [
+        "#!/bin/bash",
+        "set -uxo pipefail",
+        "source /opt/miniconda3/bin/activate",
+        "conda activate testbed",
+    ]
+    start = lines.index(": '>>>>> Start Test Output'")
+    assert lines[start + 1 : start + 4] == [
+        "pytest -rA tests/test_calc.py",
+        "SWEBENCH_TEST_EXIT_CODE=$?",  # swebench's make_test_spec records the exit code
+        ": '>>>>> End Test Output'",
+    ]
+    assert f"git checkout {task.base_commit} tests/test_calc.py" in lines
+    django = make_task(layout="swebench", repo="django/django")
+    result = grade_patch(django, PATCH, runtime_factory=ScriptedFactory(repository()))
+    assert result.status == "infra_error" and "has no eval_script" in result.error
+    assert "parse_log_django" in result.error and "SWE-bench/SWE-bench_Verified" in result.error
