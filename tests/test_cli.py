@@ -102,3 +102,13 @@ def test_a_missing_task_image_stops_train_before_the_first_rollout(tmp_path):
         all=True, filters={"label": f"{RUN_LABEL}=train-{workdir.name}"}
     )
     assert not started
+
+
+def test_every_launch_script_ends_through_the_cli_handler():
+    """One place prints errors and interrupts: every entry point runs `cli.run(main)`."""
+    scripts = sorted((REPO_ROOT / "launch").glob("*.py"))
+    assert len(scripts) >= 10
+    for script in scripts:
+        text = script.read_text()
+        if '__name__ == "__main__"' in text:
+            assert "cli.run(main)" in text and "app.run(" not in text, script.name
