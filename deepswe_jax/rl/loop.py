@@ -270,7 +270,7 @@ def log_progress(
     step: int, total_steps: int, metrics: dict[str, float], *, saving: bool = False
 ) -> None:
     """One line per step; `saving`: a checkpoint of this step started (it is written in the
-    background, and a failure stops the run at the next step boundary)."""
+    background, and a failure stops the run before the next update)."""
     if "train/loss" in metrics:
         update = f"loss {metrics['train/loss']:.4g}"
     else:  # no episode with a nonzero advantage survived compact filtering: nothing to learn
@@ -419,7 +419,9 @@ def train(
             timings: dict[str, float] = {}
             with timed(timings, "time/rollout_wait_s"):
                 rollouts = scheduler.next_batch(iteration)
-            checkpoints.check_saved()  # the last save failed: stop before training on
+            # The last save is finished (it had the rollouts' time) and checked before the next
+            # update: a failed save stops the run here, not a step later.
+            checkpoints.wait_until_finished()
             local_trajectories, position = rollouts.result
             trajectories = gather_trajectories(local_trajectories)
             if primary:
