@@ -313,7 +313,7 @@ def gather_trajectories(local: list[Trajectory]) -> list[Trajectory]:
     ]
 
 
-def usable_episodes(trajectories: Sequence[Trajectory], iteration: int) -> None:
+def require_usable_episodes(trajectories: Sequence[Trajectory], iteration: int) -> None:
     """Raises unless some episode of the iteration ran to an answer: when every one ended in an
     environment failure there is nothing to learn from, and a run going on would train and
     checkpoint on nothing while reporting reward 0."""
@@ -426,7 +426,7 @@ def train(
             trajectories = gather_trajectories(local_trajectories)
             if primary:
                 write_trajectories(trajectories_path(workdir, iteration), trajectories)
-            usable_episodes(trajectories, iteration)
+            require_usable_episodes(trajectories, iteration)
             if hasattr(sampler, "sleep") and not overlap:  # frees a vLLM engine's memory
                 sampler.sleep()
             with timed(timings, "time/train_s"), deferred_interrupts():
