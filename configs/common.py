@@ -33,13 +33,13 @@ Experiment configs start from `get_config()` and change what differs. Field mean
                        with, byte for byte; agent/r2egym.py); prompts_file: R2E-Gym's prompts
                        for 'r2egym' (its edit_non_fn_calling.yaml or rLLM's system_prompts.py;
                        required there, '' for ours).
-  sampler.*            rollout sampler and sampling parameters; hf_dir: HF weights for vLLM
-                       ('' = config.init_from); tensor_parallel_size: devices per vLLM engine;
-                       gpu_memory_utilization: the share of each device an engine may use
-                       (launch/plan_memory.py --sampler plans both); max_cache_tokens: the
-                       'jax' sampler's KV cache budget in tokens, slots = min(max_batch,
-                       budget // (max_prompt_tokens + max_context)) (0 = max_batch slots); a
-                       cache that cannot fit is refused.
+  sampler.*            rollout sampler ('jax' | 'vllm') and sampling parameters; the vLLM
+                       engine's settings and its colocation with the trainer (dtype, memory,
+                       tensor parallelism, sleep, JAX's memory fraction; see the comments;
+                       launch/plan_memory.py --sampler plans the engines' memory);
+                       max_cache_tokens: the 'jax' sampler's KV cache budget in tokens, slots =
+                       min(max_batch, budget // (max_prompt_tokens + max_context)) (0 =
+                       max_batch slots); a cache that cannot fit is refused.
   env.*                task file, environment limits (mem_limit and cpus hold for Docker
                        containers and Kubernetes pods alike; pids_limit for Docker only) and
                        backend: 'docker' (containers on docker_hosts, or the local engine) |
@@ -129,9 +129,31 @@ def get_config() -> ml_collections.ConfigDict:
             top_p=1.0,
             top_k=0,
             max_batch=512,
+            # vLLM: a HF directory whose config.json describes the policy ('' = written from
+            # config.model); the weights always come from the trainer.
             hf_dir="",
-            tensor_parallel_size=1,
+            # vLLM engine (sampling/vllm_engine.VLLMSettings), colocated with the trainer:
+            # dtype of the engine's weights (synced from the trainer in this dtype) and compute.
+            dtype="bfloat16",
+            # 'auto' (the installed vLLM build's platform) | 'cuda' | 'cpu'.
+            device="auto",
+            # GPU: fraction of each device's memory the engine may take (weights, KV cache,
+            # activations): 0.9 for an engine alone (evaluation); beside the trainer it must
+            # fit with what JAX holds (jax_memory_fraction; configs/deepswe_qwen3_32b.py).
             gpu_memory_utilization=0.9,
+            # KV-cache bytes per engine; 0 = from gpu_memory_utilization (GPU), or room for
+            # max_batch sequences of the longest context (CPU).
+            kv_cache_bytes=0,
+            # GPUs one engine spans (vLLM tensor parallelism: spawned workers, CUDA IPC sync).
+            tensor_parallel_size=1,
+            # Consecutive JAX processes that share one engine; the first owns it, rolls out
+            # and alone receives the synced weights (1 = an engine per process).
+            processes_per_engine=1,
+            # Free the engine's memory while the trainer steps (GPU sleep mode; CPU has none).
+            sleep=True,
+            # Fraction of each GPU JAX preallocates (XLA_PYTHON_CLIENT_MEM_FRACTION, set before
+            # JAX initializes); 0 = JAX's default (75%), which leaves too little for vLLM.
+            jax_memory_fraction=0.0,
             max_cache_tokens=0,
         )
     )

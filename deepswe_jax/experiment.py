@@ -254,6 +254,19 @@ def load_tokenizer(config: ml_collections.ConfigDict) -> ChatTokenizer:
     return ChatTokenizer.from_directory(config.tokenizer)
 
 
+def apply_jax_memory_settings(config: ml_collections.ConfigDict) -> None:
+    """Caps the GPU memory JAX preallocates at config.sampler.jax_memory_fraction (0: JAX's
+    default), so a colocated vLLM engine finds the rest free. Only takes effect before JAX
+    initializes its backends: call it first thing (launch/train.py does)."""
+    fraction = config.sampler.jax_memory_fraction
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(
+            f"config.sampler.jax_memory_fraction={fraction} must lie in [0, 1) (0 = JAX's default)"
+        )
+    if fraction:
+        os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{fraction:.3f}"
+
+
 def prepare_task_images(pool: EnvPool, tasks: Sequence[Task]) -> None:
     """Before any episode: a pool that builds images (Docker) builds the missing task images
     from their `source`, or raises ImageBuildError naming every task whose image is missing and

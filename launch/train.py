@@ -26,6 +26,7 @@ from absl import logging as absl_logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from deepswe_jax import cli  # noqa: E402
+from deepswe_jax.experiment import apply_jax_memory_settings  # noqa: E402
 from deepswe_jax.parallel.distributed import initialize_distributed  # noqa: E402
 from deepswe_jax.rl.loop import train  # noqa: E402
 
@@ -54,6 +55,7 @@ def main(argv: list[str]) -> None:
     # Our progress at INFO; libraries (Orbax logs every save at INFO) at WARNING.
     absl_logging.set_verbosity(absl_logging.WARNING)
     logging.getLogger("deepswe_jax").setLevel(logging.INFO)
+    apply_jax_memory_settings(_CONFIG.value)  # before JAX initializes: room for a vLLM engine
     initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
     train(_CONFIG.value, _WORKDIR.value)
 

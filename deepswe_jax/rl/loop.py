@@ -190,39 +190,63 @@ def make_sampler(
     seed: int,
 ) -> Sampler:
     """config.sampler.kind 'jax' (in-process, on the training mesh; with several processes on
-    this process's devices) or 'vllm' (needs a HF directory with config.json:
-    config.sampler.hf_dir, else config.init_from). `params` are the trainer's (a collective
-    with several processes: all must call this)."""
-    multiprocess = jax.process_count() > 1
-    model = nnx.merge(trainer.graphdef, host_copy(params) if multiprocess else params)
+    this process's devices; `params` are the trainer's, a collective with several processes:
+    all must call this) or 'vllm' (an in-process vLLM engine per config.sampler.*; weights come
+    with the first sync_weights)."""
+    sampler = config.sampler
     max_len = config.agent.max_prompt_tokens + config.agent.max_context
-    kind = config.sampler.kind
-    if kind == "jax":
-        from deepswe_jax.sampling.jax_sampler import JaxSampler
-
-        return JaxSampler(
-            model,
-            max_batch=config.sampler.max_batch,
-            max_cache_len=max_len,
-            max_cache_tokens=config.sampler.max_cache_tokens or None,
-            mesh=make_mesh(1, -1, 1, devices=jax.local_devices()) if multiprocess else trainer.mesh,
-            rules=rules,
-            seed=seed,
-        )
-    if kind == "vllm":
+    if sampler.kind == "vllm":
+        from deepswe_jax.sampling.vllm_engine import VLLMSettings
         from deepswe_jax.sampling.vllm_sampler import VLLMSampler
 
-        hf_dir = config.sampler.get("hf_dir", "") or config.init_from
-        if not os.path.isfile(os.path.join(hf_dir, "config.json")):
-            raise ValueError(
-                "the vllm sampler needs a HF directory with config.json and the tokenizer; set "
-                "config.sampler.hf_dir (or start from one with config.init_from)"
-            )
-        return VLLMSampler(model, hf_dir, max_model_len=max_len, seed=seed)
-    raise ValueError(
-        f"config.sampler.kind={kind!r}; use 'jax' (in-process) or 'vllm' (GPU); scripted "
-        "samplers are passed to train(..., sampler=...)"
+        settings = VLLMSettings(
+            max_model_len=max_len,
+            max_batch=sampler.max_batch,
+            dtype=sampler.dtype,
+            device=sampler.device,
+            gpu_memory_utilization=sampler.gpu_memory_utilization,
+            kv_cache_bytes=sampler.kv_cache_bytes,
+            tensor_parallel_size=sampler.tensor_parallel_size,
+            sleep=sampler.sleep,
+            seed=seed,
+        )
+        return VLLMSampler(
+            nnx.eval_shape(model_factory(config)),
+            settings,
+            hf_dir=sampler.hf_dir,
+            processes_per_engine=sampler.processes_per_engine,
+        )
+    if sampler.kind != "jax":
+        raise ValueError(
+            f"config.sampler.kind={sampler.kind!r}; use 'jax' (in-process) or 'vllm'; scripted "
+            "samplers are passed to train(..., sampler=...)"
+        )
+    if sampler.processes_per_engine != 1:
+        raise ValueError(
+            "config.sampler.processes_per_engine applies to kind='vllm'; JaxSampler runs one "
+            "sampler per process (set it to 1)"
+        )
+    from deepswe_jax.sampling.jax_sampler import JaxSampler
+
+    multiprocess = jax.process_count() > 1
+    return JaxSampler(
+        nnx.merge(trainer.graphdef, host_copy(params) if multiprocess else params),
+        max_batch=sampler.max_batch,
+        max_cache_len=max_len,
+        max_cache_tokens=sampler.max_cache_tokens or None,
+        mesh=make_mesh(1, -1, 1, devices=jax.local_devices()) if multiprocess else trainer.mesh,
+        rules=rules,
+        seed=seed,
     )
+
+
+def rollout_share(tasks: Sequence[Task], processes_per_engine: int) -> list[Task]:
+    """This process's share of an iteration's tasks: they are split among the processes that
+    own a sampler (all, or the first of each group of `processes_per_engine`)."""
+    group, member = divmod(jax.process_index(), processes_per_engine)
+    if member:
+        return []
+    return list(tasks[group :: jax.process_count() // processes_per_engine])
 
 
 def save_config(config: ml_collections.ConfigDict, workdir: Path) -> None:
@@ -295,10 +319,14 @@ def log_progress(
     )
 
 
-def published_weights(params: nnx.State) -> nnx.State:
+def published_weights(params: nnx.State, sampler: Sampler) -> nnx.State:
     """What the sampler is given: the trainer's params, or with several processes a whole host
-    copy on each (a collective), since each process's sampler runs on its own devices."""
-    return host_copy(params) if jax.process_count() > 1 else params
+    copy on each (a collective), since each process's sampler runs on its own devices; a
+    sampler that extracts what it needs from the sharded params itself (`syncs_global_arrays`,
+    the vLLM sampler) gets them as they are."""
+    if jax.process_count() == 1 or getattr(sampler, "syncs_global_arrays", False):
+        return params
+    return host_copy(params)
 
 
 def gather_trajectories(local: list[Trajectory]) -> list[Trajectory]:
@@ -390,7 +418,7 @@ def train(
                 tasks, seed=config.seed, position=tasks_consumed, count=config.rl.tasks_per_step
             )
             trajectories = await collect_rollouts(
-                iteration_tasks[jax.process_index() :: jax.process_count()],
+                rollout_share(iteration_tasks, config.sampler.processes_per_engine),
                 config.rl.n_rollouts,
                 env_pool,
                 sampler,
@@ -413,7 +441,7 @@ def train(
             )
         )
         state = run.train_state
-        scheduler.publish(run.iteration, published_weights(state.params))
+        scheduler.publish(run.iteration, published_weights(state.params, sampler))
         for iteration in range(run.iteration, config.rl.total_steps):
             started = time.perf_counter()
             timings: dict[str, float] = {}
@@ -427,14 +455,14 @@ def train(
             if primary:
                 write_trajectories(trajectories_path(workdir, iteration), trajectories)
             require_usable_episodes(trajectories, iteration)
-            if hasattr(sampler, "sleep") and not overlap:  # frees a vLLM engine's memory
+            if not overlap:  # frees a colocated vLLM engine's memory for the train step
                 sampler.sleep()
             with timed(timings, "time/train_s"), deferred_interrupts():
                 state, update_metrics = scheduler.run_while_collecting(
                     update_policy, trainer, state, trajectories, config
                 )
             step = iteration + 1
-            scheduler.publish(step, published_weights(state.params))
+            scheduler.publish(step, published_weights(state.params, sampler))
             with timed(timings, "time/checkpoint_s"), deferred_interrupts():
                 saving = checkpoints.save(
                     step,

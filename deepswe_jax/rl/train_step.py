@@ -176,6 +176,11 @@ class PolicyGradientLoss:
             {
                 **{f"policy_{key}": value for key, value in policy.items()},
                 **{f"sampler_{k}": v for k, v in sampler.items() if "clipped" not in k},
+                # |trainer - sampler| logprob per loss token: how far the sampler's numerics
+                # are from the trainer's (same weights; 0 up to float rounding).
+                "sampler_logprob_abs_diff_sum": jnp.where(
+                    mask > 0, jnp.abs(old - batch["sampler_logprobs"]), 0.0
+                ).sum(),
             },
         )
 
@@ -192,6 +197,7 @@ class PolicyGradientLoss:
             "sampler_ratio_mean": float(sums["sampler_ratio_sum"]) / tokens,
             "sampler_ratio_min": float(sums["sampler_ratio_min"]),
             "sampler_ratio_max": float(sums["sampler_ratio_max"]),
+            "sampler_logprob_abs_diff": float(sums["sampler_logprob_abs_diff_sum"]) / tokens,
         }
 
 
