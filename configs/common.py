@@ -165,6 +165,15 @@ def get_config() -> ml_collections.ConfigDict:
             mem_limit="4g",  # memory limit of an environment (Docker and Kubernetes)
             cpus=1.0,  # CPU limit of an environment (Docker and Kubernetes)
             pids_limit=512,  # process limit of a Docker container
+            # Bytes a Docker container (episode or grading) may write ('' for no limit), and
+            # how: 'auto' | 'storage_opt' (--storage-opt size=: the whole writable layer; needs
+            # overlay2 on xfs with pquota, btrfs or zfs) | 'tool_server' (no file past the
+            # limit, commands stopped once the container wrote more; see
+            # env/docker_runtime.DISK_LIMIT_MODES). 'auto': storage_opt where the engine has it.
+            # Size it so max_envs containers fit the Docker host's disk. Pods:
+            # env.kubernetes.ephemeral_storage.
+            disk_limit="10g",
+            disk_limit_mode="auto",  # see disk_limit
             # Where episodes, grading and execution checks run: 'docker' | 'kubernetes'.
             backend="docker",
             # Docker endpoints (unix://, tcp://, ssh://); empty: the local engine.

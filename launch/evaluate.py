@@ -41,8 +41,10 @@ from absl import logging as absl_logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from configs import common  # noqa: E402
-from deepswe_jax import experiment  # noqa: E402
-from deepswe_jax.experiment.command_line import parse_flags  # noqa: E402
+from deepswe_jax import (
+    cli,  # noqa: E402
+    experiment,  # noqa: E402
+)
 from deepswe_jax.parallel.distributed import launched_process_shard  # noqa: E402
 from deepswe_jax.verify import evaluation  # noqa: E402
 from deepswe_jax.verify.select import SELECTORS  # noqa: E402
@@ -147,4 +149,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["output_dir"])
-    app.run(main, flags_parser=parse_flags)
+    cli.run(main)

@@ -15,13 +15,13 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax.numpy as jnp  # noqa: E402
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 from flax import nnx  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
+from deepswe_jax import cli  # noqa: E402
 from deepswe_jax.checkpoint import save_params  # noqa: E402
 from deepswe_jax.experiment import device_mesh, sharding_rules  # noqa: E402
-from deepswe_jax.experiment.command_line import parse_flags  # noqa: E402
 from deepswe_jax.model import load_hf_checkpoint  # noqa: E402
 from deepswe_jax.parallel import DEFAULT_RULES, make_mesh  # noqa: E402
 
@@ -55,4 +55,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["hf_dir", "out"])
-    app.run(main, flags_parser=parse_flags)
+    cli.run(main)

@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import app, flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from deepswe_jax.experiment.command_line import parse_flags  # noqa: E402
+from deepswe_jax import cli  # noqa: E402
 from deepswe_jax.experiment.memory_plan import (  # noqa: E402
     format_plan,
     format_sampler_plan,
@@ -91,4 +91,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main, flags_parser=parse_flags)
+    cli.run(main)

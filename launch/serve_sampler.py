@@ -32,7 +32,7 @@ from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from deepswe_jax.experiment.command_line import parse_flags  # noqa: E402
+from deepswe_jax import cli  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "The trainer's experiment config (model architecture, sampler, agent limits)."
@@ -136,4 +136,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["config", "checkpoint_dir"])
-    app.run(main, flags_parser=parse_flags)
+    cli.run(main)

@@ -44,6 +44,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from absl import app, flags  # noqa: E402
 
+from deepswe_jax import cli  # noqa: E402
 from deepswe_jax.parallel.distributed import LOCAL_DEVICE_IDS_VARIABLE  # noqa: E402
 
 NAME_LIMIT = 100  # longer run names are cut and end in a hash of the full name
@@ -417,4 +418,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    cli.run(main)

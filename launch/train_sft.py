@@ -29,6 +29,7 @@ from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
+from deepswe_jax import cli  # noqa: E402
 from deepswe_jax.agent.trajectory import (  # noqa: E402
     Trajectory,
     read_trajectories,
@@ -36,7 +37,6 @@ from deepswe_jax.agent.trajectory import (  # noqa: E402
 )
 from deepswe_jax.env.tasks import load_tasks  # noqa: E402
 from deepswe_jax.experiment import run_expert, train_sft  # noqa: E402
-from deepswe_jax.experiment.command_line import parse_flags  # noqa: E402
 from deepswe_jax.parallel import init_distributed  # noqa: E402
 from deepswe_jax.parallel.distributed import is_primary_process  # noqa: E402
 from deepswe_jax.verify.rejection_sampling import select_for_sft  # noqa: E402
@@ -130,4 +130,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["config", "workdir"])
-    app.run(main, flags_parser=parse_flags)
+    cli.run(main)

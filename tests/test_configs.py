@@ -22,10 +22,11 @@ from ml_collections import ConfigDict
 
 import configs
 from configs import common, deepswe_qwen3_32b, tiny
+from deepswe_jax import cli
 from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
 from deepswe_jax.env.hosts import default_endpoint
 from deepswe_jax.env.k8s_pods import K8sPodSettings
-from deepswe_jax.experiment import command_line, make_env_pool
+from deepswe_jax.experiment import make_env_pool
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import DEFAULT_RULES
 
@@ -281,20 +282,16 @@ def test_a_bad_override_is_refused_with_the_fields_name_before_any_work(
 def test_override_fields_are_checked_against_the_schema():
     config = tiny.get_config()
     argv = ["--config", "configs/tiny.py", "--config.rl.lr", "1", "--noconfig.rl.overlap"]
-    assert command_line._flag_arguments(argv, "config") == (
+    assert cli._flag_arguments(argv, "config") == (
         "configs/tiny.py",
         ["rl.lr", "rl.overlap"],
     )
-    assert command_line.unknown_field(config, "env.kubernetes.namespace") is None
-    assert "did you mean env.kubernetes.namespace?" in command_line.unknown_field(
+    assert cli.unknown_field(config, "env.kubernetes.namespace") is None
+    assert "did you mean env.kubernetes.namespace?" in cli.unknown_field(
         config, "env.kubernetes.namespce"
     )
-    assert "section sampler.kind has no field 'x'" in command_line.unknown_field(
-        config, "sampler.kind.x"
-    )
-    assert "the config has no field 'learning_rate'" in command_line.unknown_field(
-        config, "learning_rate"
-    )
+    assert "section sampler.kind has no field 'x'" in cli.unknown_field(config, "sampler.kind.x")
+    assert "the config has no field 'learning_rate'" in cli.unknown_field(config, "learning_rate")
 
 
 def test_tiny_vocabulary_covers_the_test_tokenizer():
@@ -321,7 +318,7 @@ def test_docker_backend_builds_a_docker_pool():
     assert pool.runtime_factory is None and pool.build_images
     assert [host.endpoint for host in pool.placement.hosts.hosts] == [default_endpoint()]
     assert pool.placement.factory == DockerRuntimeFactory(
-        mem_limit="1g", nano_cpus=10**9, pids_limit=256
+        mem_limit="1g", nano_cpus=10**9, pids_limit=256, disk_limit="10g", disk_limit_mode="auto"
     )
     assert pool.step_timeout == config.agent.step_timeout and pool.max_envs == 8
     assert pool._grade_slots._value == 3  # gradings at once

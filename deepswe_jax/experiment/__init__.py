@@ -3,7 +3,9 @@
 Library packages (model/, parallel/, env/, sampling/, agent/, rl/, verify/, checkpoint.py)
 take typed settings (frozen dataclasses) and objects; this package turns an ml_collections
 config (configs/common.py declares every field) into them. launch/ scripts, tests and
-benchmarks call it; nothing in the library imports it (tests/test_import_rules.py).
+benchmarks call it; nothing in the library imports it (tests/test_import_rules.py). The
+launch scripts' flags go through deepswe_jax.cli, which refuses an override of an undeclared
+config field before any work.
 
     settings.py      config sections -> EpisodeSettings, LoopSettings, OptimizerSettings, ...
     model.py         device mesh, sharding rules, the policy model and its starting
@@ -12,7 +14,6 @@ benchmarks call it; nothing in the library imports it (tests/test_import_rules.p
     training.py      trainer, rollout sampler; RL, SFT and verifier training runs
     evaluation.py    evaluation and expert runs
     serving.py       a sampler process's checkpoint follower
-    command_line.py  the --config flag: unknown or mistyped overrides refused up front
     memory_plan.py   bytes per device of a config's training step (launch/plan_memory.py)
 """
 
@@ -23,10 +24,12 @@ from deepswe_jax.experiment.env import (
     load_task_list,
     make_env_pool,
     node_labels,
+    prepare_task_images,
 )
 from deepswe_jax.experiment.evaluation import load_agent_policy, run_evaluation, run_expert
 from deepswe_jax.experiment.model import (
     abstract_model,
+    check_init_from,
     device_mesh,
     initial_params,
     load_tokenizer,
@@ -51,6 +54,7 @@ from deepswe_jax.experiment.settings import (
 from deepswe_jax.experiment.training import (
     OBJECTIVES,
     apply_jax_memory_settings,
+    check_train_config,
     make_sampler,
     make_trainer,
     serving_sampler,
@@ -64,6 +68,9 @@ __all__ = [
     "ENV_BACKENDS",
     "OBJECTIVES",
     "abstract_model",
+    "check_init_from",
+    "check_train_config",
+    "prepare_task_images",
     "apply_jax_memory_settings",
     "agent_interface",
     "checkpoint_follower",

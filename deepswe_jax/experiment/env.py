@@ -68,6 +68,8 @@ def make_env_pool(
             mem_limit=config.env.mem_limit,
             nano_cpus=int(config.env.cpus * 1e9),
             pids_limit=config.env.pids_limit,
+            disk_limit=config.env.disk_limit,
+            disk_limit_mode=config.env.disk_limit_mode,
         )
     except Exception as error:
         raise RuntimeError(
@@ -151,3 +153,14 @@ def load_task_list(config: ml_collections.ConfigDict) -> list[Task]:
             "the repository root or pass --config.env.tasks=/path/to/tasks.jsonl"
         )
     return load_tasks(path)
+
+
+def prepare_task_images(pool: EnvPool, tasks: Sequence[Task]) -> None:
+    """Before any episode: a pool that builds images (Docker) builds the missing task images
+    from their `source`, or raises ImageBuildError naming every task whose image is missing and
+    cannot be built (instead of each episode failing to start, retried, then given up). A
+    Kubernetes pool's nodes pull task images from a registry: nothing to do here."""
+    from deepswe_jax.env.images import ensure_task_images
+
+    if pool.build_images:
+        ensure_task_images(tasks)

@@ -88,11 +88,7 @@ def initial_params(
     path = config.init_from
     if not path:
         return nnx.state(create_sharded_model(make_model, mesh, rules), nnx.Param)
-    if not os.path.isdir(path):
-        raise FileNotFoundError(
-            f"config.init_from={path!r} is not a directory; give a HF model directory, an Orbax "
-            "checkpoint (launch/import_hf.py output) or '' for random init"
-        )
+    check_init_from(path)
     if os.path.isfile(os.path.join(path, "config.json")):
         _check_model_config(config, Qwen3Config.from_json_file(path), path)
         model = load_hf_checkpoint(
@@ -108,6 +104,15 @@ def initial_params(
     _, abstract_params = nnx.split(nnx.eval_shape(make_model), nnx.Param)
     target = restore_target(abstract_params, state_shardings(abstract_params, mesh, rules))
     return restore_params(path, target)
+
+
+def check_init_from(path: str) -> None:
+    """Raises FileNotFoundError unless config.init_from is '' or a directory."""
+    if path and not os.path.isdir(path):
+        raise FileNotFoundError(
+            f"config.init_from={path!r} is not a directory; give a HF model directory, an Orbax "
+            "checkpoint (launch/import_hf.py output) or '' for random init"
+        )
 
 
 def load_tokenizer(config: ml_collections.ConfigDict) -> ChatTokenizer:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import jax
@@ -20,9 +21,10 @@ from flax import nnx
 
 from deepswe_jax.agent.trajectory import Trajectory
 from deepswe_jax.env.tasks import Task
-from deepswe_jax.experiment.env import load_task_list, make_env_pool
+from deepswe_jax.experiment.env import load_task_list, make_env_pool, prepare_task_images
 from deepswe_jax.experiment.model import (
     abstract_model,
+    check_init_from,
     device_mesh,
     initial_params,
     load_tokenizer,
@@ -202,6 +204,57 @@ def apply_jax_memory_settings(config: ml_collections.ConfigDict) -> None:
         os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{fraction:.3f}"
 
 
+# Config fields an RL run needs above 0 (counts and seconds), and at least 0.
+_POSITIVE_FIELDS = (
+    "rl.n_rollouts",
+    "rl.micro_batch_size",
+    "rl.num_iterations",
+    "agent.max_steps",
+    "agent.max_prompt_tokens",
+    "agent.max_context",
+    "agent.step_timeout",
+    "agent.trajectory_timeout",
+    "agent.reward_timeout",
+    "sampler.max_batch",
+    "env.max_envs",
+    "checkpoint.every",
+    "checkpoint.keep",
+)
+_NON_NEGATIVE_FIELDS = ("rl.total_steps", "rl.max_staleness")
+SAMPLER_KINDS = ("jax", "vllm")
+
+
+def check_train_config(
+    config: ml_collections.ConfigDict, tasks: Sequence[Task], *, sampler_given: bool = False
+) -> None:
+    """Raises ValueError naming the first config value an RL run cannot start with (before its
+    work directory, model or sampler exist): counts below 1, negative step counts, a
+    tasks_per_step the task list cannot fill, an unknown sampler kind (unless `sampler_given`);
+    FileNotFoundError for a config.init_from that is not a directory.
+    """
+    for name in _POSITIVE_FIELDS + _NON_NEGATIVE_FIELDS:
+        section, field = name.split(".")
+        value = config[section][field]
+        positive = name in _POSITIVE_FIELDS
+        if value <= 0 if positive else value < 0:
+            raise ValueError(
+                f"config.{name}={value!r} must be {'above' if positive else 'at least'} 0; "
+                f"set --config.{name}"
+            )
+    count = config.rl.tasks_per_step
+    if not 0 < count <= len(tasks):
+        raise ValueError(
+            f"config.rl.tasks_per_step={count} must be between 1 and the number of tasks "
+            f"({len(tasks)} in config.env.tasks={config.env.tasks!r}); each task of a step gets "
+            "its own rollout group"
+        )
+    check_init_from(config.init_from)
+    if not sampler_given and config.sampler.kind not in SAMPLER_KINDS:
+        raise ValueError(
+            f"config.sampler.kind={config.sampler.kind!r}; use 'jax' (in-process) or 'vllm' (GPU)"
+        )
+
+
 def train(
     config: ml_collections.ConfigDict,
     workdir: str | os.PathLike,
@@ -217,20 +270,24 @@ def train(
     sampler / env_pool / tasks: use these instead of the ones config describes (tests pass a
     ScriptedSampler and an in-memory pool); the caller closes what it passes. The rollout
     sampler runs on the training mesh, or with several processes on each process's devices.
+    The config, tasks, tokenizer and environments (task images) are checked before `workdir`
+    is created, so a run that cannot start leaves nothing behind.
     """
     episode = episode_settings(config)  # refuses bad agent settings before anything starts
     tasks = list(tasks) if tasks is not None else load_task_list(config)
     tokenizer = load_tokenizer(config)
+    check_train_config(config, tasks, sampler_given=sampler is not None)
+    rules = sharding_rules(config)
+    trainer = make_trainer(config, device_mesh(config), rules)
     with contextlib.ExitStack() as stack:
+        if env_pool is None:  # before the model loads: a missing Docker engine fails fast
+            pool = make_env_pool(config, run_label=f"train-{Path(workdir).resolve().name}")
+            stack.callback(lambda: asyncio.run(pool.close()))
+            prepare_task_images(pool, tasks)  # missing images: fail before any rollout
+            env_pool = pool
         run_dir = stack.enter_context(
             RunDirectory(workdir, config.to_dict(), checkpoint_settings(config))
         )
-        rules = sharding_rules(config)
-        trainer = make_trainer(config, device_mesh(config), rules)
-        if env_pool is None:  # before the model loads: a missing Docker engine fails fast
-            pool = make_env_pool(config, run_label=f"train-{run_dir.workdir.name}")
-            stack.callback(lambda: asyncio.run(pool.close()))
-            env_pool = pool
 
         def rollout_sampler(params: nnx.State, seed: int) -> Sampler:
             if sampler is not None:

@@ -41,6 +41,7 @@ from deepswe_jax.agent.rollout import EpisodeSettings, collect_rollouts
 from deepswe_jax.agent.trajectory import Trajectory, trajectories_path, write_trajectories
 from deepswe_jax.env.protocols import EnvPoolProtocol
 from deepswe_jax.env.tasks import Task
+from deepswe_jax.interrupts import deferred_interrupts
 from deepswe_jax.parallel.distributed import allgather_bytes, host_copy, process_local_record
 from deepswe_jax.rl.batch import assemble_batch
 from deepswe_jax.rl.metrics import batch_metrics, rollout_metrics
@@ -177,7 +178,11 @@ def sampler_seed(run: RunState) -> int:
     return int(jax.random.randint(key, (), 0, 2**31 - 1))
 
 
-def log_progress(step: int, total_steps: int, metrics: dict[str, float]) -> None:
+def log_progress(
+    step: int, total_steps: int, metrics: dict[str, float], *, saving: bool = False
+) -> None:
+    """One line per step; `saving`: a checkpoint of this step started (it is written in the
+    background, and a failure stops the run before the next update)."""
     if "train/loss" in metrics:
         update = f"loss {metrics['train/loss']:.4g}"
     else:  # no episode with a nonzero advantage survived compact filtering: nothing to learn
@@ -188,7 +193,7 @@ def log_progress(step: int, total_steps: int, metrics: dict[str, float]) -> None
         )
     logger.info(
         "step %d/%d: reward %.3f, pass@1 %.3f, %s; rollout %.1fs, train %.1fs, "
-        "sync %.2fs, checkpoint %.2fs",
+        "sync %.2fs, %s %.2fs",
         step,
         total_steps,
         metrics["rollout/reward_mean"],
@@ -197,6 +202,7 @@ def log_progress(step: int, total_steps: int, metrics: dict[str, float]) -> None
         metrics["time/rollout_s"],
         metrics["time/train_s"],
         metrics["time/sync_s"],
+        "checkpoint started" if saving else "no checkpoint",
         metrics["time/checkpoint_s"],
     )
 
@@ -221,6 +227,21 @@ def gather_trajectories(local: list[Trajectory]) -> list[Trajectory]:
         for part in allgather_bytes(payload)
         for line in part.decode().splitlines()
     ]
+
+
+def require_usable_episodes(trajectories: Sequence[Trajectory], iteration: int) -> None:
+    """Raises unless some episode of the iteration ran to an answer: when every one ended in an
+    environment failure there is nothing to learn from, and a run going on would train and
+    checkpoint on nothing while reporting reward 0."""
+    if trajectories and not all(t.infra_error for t in trajectories):
+        return
+    failures = [s["env_error"] for t in trajectories for s in t.steps if "env_error" in s]
+    raise RuntimeError(
+        f"iteration {iteration}: all {len(trajectories)} episodes failed in their environments"
+        + (f" (first failure: {failures[0]})" if failures else "")
+        + "; nothing to train on. Check the environments (`docker info`, the task images), "
+        f"then run again: the run resumes from step {iteration}"
+    )
 
 
 def train(
@@ -287,20 +308,24 @@ def train(
             timings: dict[str, float] = {}
             with timed(timings, "time/rollout_wait_s"):
                 rollouts = scheduler.next_batch(iteration)
+            # The last save is finished (it had the rollouts' time) and checked before the next
+            # update: a failed save stops the run here, not a step later.
+            run_dir.wait_until_finished()
             local_trajectories, position = rollouts.result
             trajectories = gather_trajectories(local_trajectories)
             if primary:
                 write_trajectories(trajectories_path(run_dir.workdir, iteration), trajectories)
+            require_usable_episodes(trajectories, iteration)
             if not settings.overlap:  # frees a colocated vLLM engine's memory for the train step
                 sampler.sleep()
-            with timed(timings, "time/train_s"):
+            with timed(timings, "time/train_s"), deferred_interrupts():
                 state, update_metrics = scheduler.run_while_collecting(
                     update_policy, trainer, state, trajectories, settings.update
                 )
             step = iteration + 1
             scheduler.publish(step, published_weights(state.params, sampler))
-            with timed(timings, "time/checkpoint_s"):
-                run_dir.save(
+            with timed(timings, "time/checkpoint_s"), deferred_interrupts():
+                saving = run_dir.save(
                     step,
                     state,
                     run.rng_key,
@@ -319,6 +344,7 @@ def train(
             metrics.update(env_pool.metrics())
             run_dir.write_metrics(step, metrics)
             if primary:
-                log_progress(step, settings.total_steps, metrics)
-    run_dir.wait_until_finished()
+                log_progress(step, settings.total_steps, metrics, saving=saving)
+        with deferred_interrupts():
+            run_dir.wait_until_finished()
     return state

@@ -120,26 +120,25 @@ class RunDirectory:
     def restore_or_init(
         self, trainer: Trainer, initial_params: Callable[[], nnx.State], seed: int
     ) -> RunState:
-        """The latest finished checkpoint, restored onto the trainer's mesh, or a fresh start:
-        `initial_params()` (called only then), fresh optimizer state, the key of `seed`."""
-        step = self.checkpoints.latest_step()
-        if step is None:
-            return RunState(trainer.init_state(initial_params()), 0, 0, jax.random.key(seed))
+        """The newest checkpoint that restores (a damaged newer one is skipped with a warning
+        naming it and moved aside), onto the trainer's mesh; or a fresh start when there is
+        none: `initial_params()` (called only then), fresh optimizer state, the key of `seed`."""
         abstract, shardings = trainer.abstract_state, trainer.state_shardings
-        restored = self.checkpoints.restore(
-            step,
+        restored = self.checkpoints.restore_newest_intact(
             params=restore_target(abstract.params, shardings.params),
             opt_state=restore_target(abstract.opt_state, shardings.opt_state),
             mesh=trainer.mesh,
         )
+        if restored is None:
+            return RunState(trainer.init_state(initial_params()), 0, 0, jax.random.key(seed))
         position = restored.data_position
         train_state = TrainState(
             step=jax.device_put(np.int32(position["optimizer_steps"]), shardings.step),
             params=restored.params,
             opt_state=restored.opt_state,
         )
-        logger.info("resuming from %s", self.checkpoints.step_directory(step))
-        return RunState(train_state, step, position["tasks_consumed"], restored.rng_key)
+        logger.info("resuming from %s", self.checkpoints.step_directory(restored.step))
+        return RunState(train_state, restored.step, position["tasks_consumed"], restored.rng_key)
 
     def open_metrics(self, resume_step: int) -> None:
         """Opens metrics.jsonl and tensorboard/ (process 0), dropping rows after `resume_step`
@@ -162,10 +161,11 @@ class RunDirectory:
         data_position: Mapping[str, int],
         *,
         force: bool = False,
-    ) -> None:
-        """Checkpoints `state` as step `step` when due (every k steps) or `force`d; the
-        optimizer-step count is recorded with `data_position` (a collective: every process)."""
-        self.checkpoints.save(
+    ) -> bool:
+        """Starts checkpointing `state` as step `step` when due (every k steps) or `force`d;
+        returns whether it did. The optimizer-step count is recorded with `data_position` (a
+        collective: every process)."""
+        return self.checkpoints.save(
             step,
             params=state.params,
             opt_state=state.opt_state,
@@ -175,6 +175,12 @@ class RunDirectory:
             force=force,
         )
 
+    def check_saved(self) -> None:
+        """Raises CheckpointSaveError if the last background save failed (returns at once while
+        it is still being written): call at step boundaries, before training on."""
+        self.checkpoints.check_saved()
+
     def wait_until_finished(self) -> None:
-        """Blocks until background checkpoint writes are done."""
+        """Blocks until background checkpoint writes are done; a failed one raises
+        CheckpointSaveError."""
         self.checkpoints.wait_until_finished()

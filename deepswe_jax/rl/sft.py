@@ -29,6 +29,7 @@ import numpy as np
 from flax import nnx
 
 from deepswe_jax.agent.trajectory import Trajectory
+from deepswe_jax.interrupts import deferred_interrupts
 from deepswe_jax.parallel.distributed import process_local_record
 from deepswe_jax.rl.batch import TrainBatch, assemble_batch
 from deepswe_jax.rl.run_directory import RunDirectory
@@ -188,14 +189,17 @@ def train_sft(
         micro_batches = [
             process_local_record(mb, trainer.batch_sharding) for mb in batch.micro_batches
         ]
-        state, metrics = trainer.step(state, micro_batches)
-        run_dir.save(
-            step + 1,
-            state,
-            run.rng_key,
-            {"tasks_consumed": (step + 1) * settings.batch_size},
-            force=step + 1 == settings.num_steps,
-        )
+        run_dir.check_saved()  # the last save failed: stop before training on
+        with deferred_interrupts():
+            state, metrics = trainer.step(state, micro_batches)
+        with deferred_interrupts():
+            run_dir.save(
+                step + 1,
+                state,
+                run.rng_key,
+                {"tasks_consumed": (step + 1) * settings.batch_size},
+                force=step + 1 == settings.num_steps,
+            )
         run_dir.write_metrics(step + 1, {f"sft/{key}": value for key, value in metrics.items()})
         logger.info(
             "sft step %d/%d: loss %.4f, perplexity %.2f, %.1f s",
@@ -205,5 +209,6 @@ def train_sft(
             metrics["perplexity"],
             metrics["step_time_s"],
         )
-    run_dir.wait_until_finished()
+    with deferred_interrupts():
+        run_dir.wait_until_finished()
     return state

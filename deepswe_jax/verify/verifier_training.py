@@ -174,7 +174,7 @@ def train_verifier(
     stream = example_stream(data.train, settings.seed)
     rows = settings.micro_batch_size
     last_eval: dict[str, float] = {}
-    with MetricsWriter(workdir) as writer:
+    with MetricsWriter(workdir, resume_step=-1) as writer:  # starts over: from step 0
         writer.write(0, evaluate())
         for step in range(1, settings.steps + 1):
             examples = [next(stream) for _ in range(settings.batch_size)]

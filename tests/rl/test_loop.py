@@ -296,11 +296,12 @@ def test_errors_name_the_missing_piece(tmp_path, monkeypatch):
         train(config, tmp_path / "run", tasks=[make_task(0)])
     config = scripted_config(1)
     config.init_from = str(tmp_path / "nowhere")
+    tasks = [make_task(0), make_task(1)]  # tasks_per_step=2
     with pytest.raises(FileNotFoundError, match="config.init_from"):
-        train(config, tmp_path / "run", tasks=[make_task(0)], env_pool=MemoryPool())
+        train(config, tmp_path / "run", tasks=tasks, env_pool=MemoryPool())
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
     with pytest.raises(RuntimeError, match="start the Docker engine"):
-        train(scripted_config(1), tmp_path / "run", tasks=[make_task(0)])
+        train(scripted_config(1), tmp_path / "run", tasks=tasks)
 
 
 def test_init_from_hf_and_orbax_directories(tmp_path):
@@ -312,7 +313,8 @@ def test_init_from_hf_and_orbax_directories(tmp_path):
     save_hf_checkpoint(model, tmp_path / "hf")
     save_params(tmp_path / "orbax", nnx.state(model, nnx.Param), model_config=config.model)
     expected = jax.device_get(nnx.to_pure_dict(nnx.state(model, nnx.Param)))
-    pieces = dict(sampler=ScriptedSampler([]), env_pool=MemoryPool(), tasks=[make_task(0)])
+    tasks = [make_task(0), make_task(1)]  # tasks_per_step=2
+    pieces = dict(sampler=ScriptedSampler([]), env_pool=MemoryPool(), tasks=tasks)
     for name in ("hf", "orbax"):
         config.init_from = str(tmp_path / name)
         state = train(config, tmp_path / f"run_{name}", **pieces)

