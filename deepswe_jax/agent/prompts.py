@@ -5,11 +5,11 @@ The structure follows R2E-Gym / DeepSWE (four functions documented in the system
 `<function=NAME><parameter=KEY>VALUE</parameter></function>` call format, the issue inside
 `<github_issue>`, "Steps Remaining: N" after each observation); the wording is ours.
 
-Two prompt styles (`PROMPT_STYLES`, config.agent.prompt):
-- "r2e" (default): R2E-Gym's structure above, about 1,000 tokens of instructions.
+Two prompt styles of our interface (`PROMPT_STYLES`, config.agent.prompt):
+- "full" (default): R2E-Gym's structure above, about 1,000 tokens of instructions.
 - "compact": for small models trained from scratch, a few lines naming each function and its
   parameters, the call format and the issue (about 150 tokens), so an episode is a few
-  hundred tokens. Same functions, call format, parser and observations as "r2e".
+  hundred tokens. Same functions, call format, parser and observations as "full".
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ COMPACT_INSTANCE_PROMPT_TEMPLATE = """<github_issue>
 </github_issue>
 Fix the issue in /testbed, then call finish."""
 
-PROMPT_STYLES = ("r2e", "compact")
+PROMPT_STYLES = ("full", "compact")
 
 
 def render_function_docs(tools: dict[str, ToolSpec] = TOOLS) -> str:
@@ -245,7 +245,7 @@ def _check_style(style: str) -> None:
         )
 
 
-def system_prompt(style: str = "r2e") -> str:
+def system_prompt(style: str = "full") -> str:
     """The system message: the agent's role, its functions and the call format."""
     _check_style(style)
     if style == "compact":
@@ -253,8 +253,8 @@ def system_prompt(style: str = "r2e") -> str:
     return SYSTEM_PROMPT_TEMPLATE.format(function_docs=render_function_docs())
 
 
-def instance_prompt(problem_statement: str, style: str = "r2e") -> str:
-    """The first user message of an episode: the issue (and, for "r2e", the steps to resolve it)."""
+def instance_prompt(problem_statement: str, style: str = "full") -> str:
+    """The first user message of an episode: the issue (and, for "full", the steps to resolve it)."""
     _check_style(style)
     template = COMPACT_INSTANCE_PROMPT_TEMPLATE if style == "compact" else INSTANCE_PROMPT_TEMPLATE
     return template.format(problem_statement=problem_statement.strip("\n"))

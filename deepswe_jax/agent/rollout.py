@@ -10,6 +10,9 @@ One episode (`run_episode`):
         append the observation + "Steps Remaining: N" (+ "submit now" near the budget)
     patch = git diff in the Env; grade it in a fresh container (`EnvPool.grade`)
 
+Prompts, parsing, running calls and the notes after each observation belong to the agent
+interface (`EpisodeSettings.interface`: ours, or R2E-Gym's byte for byte; `agent.interface`).
+
 Stops: finished (the agent called finish), max_steps, max_context (the token
 budget: agent.max_context tokens after the prompt, assistant and observation
 tokens together), timeout (agent.trajectory_timeout seconds for the whole
@@ -33,18 +36,16 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import ml_collections
 import tqdm
 
 from deepswe_jax.agent.chat import ChatTokenizer, ConversationTokens, Message
-from deepswe_jax.agent.parsing import parse_function_call
-from deepswe_jax.agent.prompts import instance_prompt, render_observation, system_prompt
+from deepswe_jax.agent.interface import AgentInterface, DeepSweJaxInterface, Progress
 from deepswe_jax.agent.trajectory import StopReason, Trajectory, write_trajectories
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.sampling.base import GenerateRequest, Sampler, SamplingParams
 
 if TYPE_CHECKING:
-    from deepswe_jax.env.pool import Env, EnvPool
+    from deepswe_jax.env.protocols import EnvPoolProtocol, EnvProtocol
 
 logger = logging.getLogger(__name__)
 
@@ -54,51 +55,35 @@ SUBMIT_NOTICE_FRACTION = 7 / 8
 
 @dataclass(frozen=True)
 class EpisodeSettings:
-    """Limits and sampling parameters of one episode (from config.agent and config.sampler).
+    """Limits and sampling parameters of one episode (config.agent and config.sampler).
 
-    `submit_notice_tokens`: once this many tokens follow the prompt, each
-    observation asks the agent to submit now. `prompt`: the prompt style
-    (`prompts.PROMPT_STYLES`: "r2e" or "compact").
+    `submit_notice_tokens`: once this many tokens follow the prompt, each observation asks the
+    agent to submit now; None = 7/8 of `max_context` (rLLM: 28K of a 32K budget).
+    `interface`: what the agent is shown and how its calls run (ours by default).
     """
 
     max_steps: int
     max_prompt_tokens: int
     max_context: int
-    submit_notice_tokens: int
     trajectory_timeout: float
     reward_timeout: float
+    submit_notice_tokens: int | None = None
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
-    prompt: str = "r2e"
+    interface: AgentInterface = field(default_factory=DeepSweJaxInterface)
 
-    @classmethod
-    def from_config(cls, config: ml_collections.ConfigDict) -> EpisodeSettings:
-        """Reads `config.agent` and `config.sampler`; `config.agent.submit_notice_tokens` is
-        optional (default: 7/8 of `max_context`), so is `config.agent.prompt` (default "r2e")."""
-        agent = config.agent
-        return cls(
-            max_steps=int(agent.max_steps),
-            max_prompt_tokens=int(agent.max_prompt_tokens),
-            max_context=int(agent.max_context),
-            submit_notice_tokens=int(
-                agent.get("submit_notice_tokens", agent.max_context * SUBMIT_NOTICE_FRACTION)
-            ),
-            trajectory_timeout=float(agent.trajectory_timeout),
-            reward_timeout=float(agent.reward_timeout),
-            temperature=float(config.sampler.temperature),
-            top_p=float(config.sampler.top_p),
-            top_k=int(config.sampler.top_k),
-            prompt=str(agent.get("prompt", "r2e")),
-        )
+    @property
+    def submit_notice_after(self) -> int:
+        """Response tokens after which observations tell the agent to submit."""
+        if self.submit_notice_tokens is None:
+            return int(self.max_context * SUBMIT_NOTICE_FRACTION)
+        return self.submit_notice_tokens
 
 
-def initial_messages(task: Task, prompt: str = "r2e") -> list[Message]:
-    """The system prompt and the instance prompt of `task` in prompt style `prompt`."""
-    return [
-        Message("system", system_prompt(prompt)),
-        Message("user", instance_prompt(task.problem_statement, prompt)),
-    ]
+def initial_messages(task: Task) -> list[Message]:
+    """The system prompt and the instance prompt of `task` (our interface)."""
+    return DeepSweJaxInterface().initial_messages(task, max_steps=0)
 
 
 @dataclass
@@ -117,24 +102,21 @@ class _EpisodeState:
 
 async def run_episode(
     task: Task,
-    env_pool: EnvPool,
+    env_pool: EnvPoolProtocol,
     sampler: Sampler,
     tokenizer: ChatTokenizer,
-    cfg: ml_collections.ConfigDict,
+    settings: EpisodeSettings,
     rollout_index: int,
     policy_version: int,
 ) -> Trajectory:
     """Runs one episode of `task` (see the module docstring) and returns its trajectory.
 
-    `cfg` is the root config (agent.* and sampler.* are read). Container and
-    grader failures end the episode as env_error / infra_error instead of
+    Container and grader failures end the episode as env_error / infra_error instead of
     raising; sampler errors and cancellation propagate (the Env is released).
     """
-    settings = EpisodeSettings.from_config(cfg)
     started = time.perf_counter()
-    state = _EpisodeState(
-        ConversationTokens(tokenizer.prompt_ids(initial_messages(task, settings.prompt)))
-    )
+    messages = settings.interface.initial_messages(task, max_steps=settings.max_steps)
+    state = _EpisodeState(ConversationTokens(tokenizer.prompt_ids(messages)))
     patch = ""
     grade = None
     if len(state.tokens.prompt_ids) > settings.max_prompt_tokens:
@@ -209,7 +191,7 @@ async def _timed(state: _EpisodeState, name: str, awaitable: Awaitable[Any]) -> 
 
 
 async def _interact(
-    env: Env,
+    env: EnvProtocol,
     sampler: Sampler,
     tokenizer: ChatTokenizer,
     settings: EpisodeSettings,
@@ -217,6 +199,11 @@ async def _interact(
 ) -> None:
     """The agent loop; sets `state.stop_reason` when it ends."""
     tokens = state.tokens
+    interface = settings.interface
+    await _timed(state, "tool_s", interface.prepare(env))
+    if state.env_error is not None:
+        state.stop_reason = StopReason.env_error
+        return
     for step_index in range(settings.max_steps):
         budget_left = settings.max_context - tokens.num_response_tokens
         if budget_left <= 0:
@@ -233,6 +220,7 @@ async def _interact(
         [completion] = await sampler.generate([GenerateRequest(tuple(tokens.token_ids), params)])
         generation_s = time.perf_counter() - generation_started
         state.add_time("generation_s", generation_s)
+        tokens_before_reply = tokens.num_response_tokens
         tokens.append_sampled(completion.token_ids, completion.logprobs)
         reply_ids = completion.token_ids
         if reply_ids and reply_ids[-1] in tokenizer.stop_token_ids:
@@ -250,16 +238,14 @@ async def _interact(
             state.stop_reason = StopReason.max_context
             return
 
-        parsed = parse_function_call(step["assistant"])
+        parsed = interface.parse(step["assistant"])
         if parsed.call is None:
             step["parse_error"] = parsed.error
             observation = parsed.error
         else:
             step["action"] = {"name": parsed.call.name, "parameters": parsed.call.parameters}
             tool_started = time.perf_counter()
-            result = await _timed(
-                state, "tool_s", env.step(parsed.call.name, parsed.call.parameters)
-            )
+            result = await _timed(state, "tool_s", interface.step(env, parsed.call))
             step["tool_s"] = time.perf_counter() - tool_started
             if result is not None and result.env_error:
                 state.env_error = f"step {step_index}: {result.observation}"
@@ -275,14 +261,16 @@ async def _interact(
                 observation = f"{parsed.notice}\n{observation}"
         step["observation"] = observation
 
-        steps_remaining = settings.max_steps - (step_index + 1)
-        if steps_remaining == 0:
+        if step_index + 1 == settings.max_steps:
             break
-        text = render_observation(
-            observation,
-            steps_remaining=steps_remaining,
-            submit_now=tokens.num_response_tokens >= settings.submit_notice_tokens,
+        progress = Progress(
+            steps_taken=step_index + 1,
+            max_steps=settings.max_steps,
+            tokens_before_reply=tokens_before_reply,
+            tokens_after_reply=tokens.num_response_tokens,
+            submit_notice_tokens=settings.submit_notice_after,
         )
+        text = interface.observation_message(observation, progress)
         observation_ids = tokenizer.observation_ids(text, assistant_turn_closed=closed)
         if tokens.num_response_tokens + len(observation_ids) >= settings.max_context:
             state.stop_reason = StopReason.max_context
@@ -310,24 +298,22 @@ async def _gather_or_cancel(
 
 async def _episode_with_retries(
     task: Task,
-    env_pool: EnvPool,
+    env_pool: EnvPoolProtocol,
     sampler: Sampler,
     tokenizer: ChatTokenizer,
-    cfg: ml_collections.ConfigDict,
+    settings: EpisodeSettings,
     rollout_index: int,
     policy_version: int,
 ) -> Trajectory:
     """`run_episode`, run again by the pool while it ends in an infrastructure failure (e.g.
-    its Docker host went away), so no trajectory is lost silently; pools without retries
-    (in-memory test pools) run it once."""
+    its Docker host went away), so no trajectory is lost silently."""
 
     def episode() -> Awaitable[Trajectory]:
-        return run_episode(task, env_pool, sampler, tokenizer, cfg, rollout_index, policy_version)
+        return run_episode(
+            task, env_pool, sampler, tokenizer, settings, rollout_index, policy_version
+        )
 
-    run_with_retries = getattr(env_pool, "run_with_retries", None)
-    if run_with_retries is None:
-        return await episode()
-    return await run_with_retries(
+    return await env_pool.run_with_retries(
         episode,
         failed=lambda trajectory: trajectory.infra_error,
         name=f"{task.instance_id}#{rollout_index}",
@@ -337,16 +323,16 @@ async def _episode_with_retries(
 async def run_group(
     task: Task,
     n: int,
-    env_pool: EnvPool,
+    env_pool: EnvPoolProtocol,
     sampler: Sampler,
     tokenizer: ChatTokenizer,
-    cfg: ml_collections.ConfigDict,
+    settings: EpisodeSettings,
     policy_version: int,
 ) -> list[Trajectory]:
     """`n` concurrent episodes of `task` (rollout_index 0..n-1)."""
     return await _gather_or_cancel(
         [
-            _episode_with_retries(task, env_pool, sampler, tokenizer, cfg, i, policy_version)
+            _episode_with_retries(task, env_pool, sampler, tokenizer, settings, i, policy_version)
             for i in range(n)
         ],
         progress=None,
@@ -356,10 +342,10 @@ async def run_group(
 async def collect_rollouts(
     tasks: Sequence[Task],
     n: int,
-    env_pool: EnvPool,
+    env_pool: EnvPoolProtocol,
     sampler: Sampler,
     tokenizer: ChatTokenizer,
-    cfg: ml_collections.ConfigDict,
+    settings: EpisodeSettings,
     policy_version: int,
     *,
     output_path: str | os.PathLike | None = None,
@@ -375,7 +361,9 @@ async def collect_rollouts(
     ) as progress:
         trajectories = await _gather_or_cancel(
             [
-                _episode_with_retries(task, env_pool, sampler, tokenizer, cfg, i, policy_version)
+                _episode_with_retries(
+                    task, env_pool, sampler, tokenizer, settings, i, policy_version
+                )
                 for task in tasks
                 for i in range(n)
             ],

@@ -1,38 +1,37 @@
-"""One task container: start it, run commands and tools in it, take the agent's patch, remove it.
+"""One task container (a `runtime.Runtime`): start it, run commands and tools in it, take the
+agent's patch, remove it; `DockerRuntimeFactory` makes them for EnvPool and the grader.
 
 The container's PID 1 is a small stdlib tool server (`tools/tool_server.py`); the
-host attaches to its stdin/stdout once and exchanges one JSON line per request,
+host attaches to its stdin/stdout once and exchanges one JSON frame per request,
 so a tool call costs a fork inside the container instead of a `docker exec`
-(a process start in the container runtime plus three API round trips). Timeouts
-are enforced inside the container: at the deadline the server SIGKILLs every
-process of the command's session, then answers. If the server itself stops
-answering, the host gives up `SERVER_GRACE_S` after the deadline and reports
-the environment as unavailable.
+(a process start in the container runtime plus three API round trips). Frames carry a
+secret the host sends first (random per container), so nothing the agent writes to the
+server's stdout or stdin can desynchronize the channel. Timeouts are enforced inside the
+container: at the deadline the server SIGKILLs every process of the command's session (and
+after every command, whatever else it left running), then answers. If the server itself
+stops answering, the host gives up `SERVER_GRACE_S` after the deadline and reports the
+environment as unavailable.
 
-Containers have no network, memory/CPU/pids limits, and labels:
-  deepswe.run=<run_label>                 which run created it
-  deepswe.owner=<host>:<pid>:<start time> which process created it (see `owner_is_alive`)
-Containers still alive at interpreter exit or on SIGTERM are removed.
+Containers have no network, memory/CPU/pids limits, a disk limit (`disk_limit`: Docker's
+`--storage-opt size=` where the storage driver supports it, else enforced by the tool server:
+see `DISK_LIMIT_MODES`), and the run and owner labels of `ownership` (plus deepswe.pid);
+containers still alive at interpreter exit or on SIGTERM are removed.
 """
 
 from __future__ import annotations
 
-import atexit
 import base64
 import itertools
 import json
 import logging
 import os
 import re
-import shlex
-import signal
+import secrets
 import socket
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -41,103 +40,38 @@ import docker.errors
 import requests.exceptions
 
 from deepswe_jax.env.hosts import default_client
-from deepswe_jax.env.tools import SERVER_PATH, install_archive, tool_argv
+from deepswe_jax.env.ownership import OWNER_LABEL, RUN_LABEL, owner_is_alive, owner_label
+from deepswe_jax.env.runtime import (
+    SERVER_GRACE_S,
+    TESTBED,
+    Command,
+    EnvironmentUnavailableError,
+    ExecResult,
+    ExecRuntime,
+    MissingImageError,
+)
+from deepswe_jax.env.tools import install_archive, server_command
 
 logger = logging.getLogger(__name__)
 
-RUN_LABEL = "deepswe.run"
-OWNER_LABEL = "deepswe.owner"
 PID_LABEL = "deepswe.pid"
-TESTBED = "/testbed"
-# Output kept per command (head and tail halves); the agent sees far less after wrapping.
-DEFAULT_MAX_OUTPUT = 2_000_000
-# How long after a command's deadline the host waits for the server to kill it and answer.
-SERVER_GRACE_S = 30.0
 READY_TIMEOUT_S = 60.0
-# Python bytecode caches are never part of the agent's patch.
-DIFF_EXCLUDES = ("**/__pycache__/**", "**/*.pyc", "**/.pytest_cache/**")
-PATCH_FILE = "/tmp/.deepswe_patch.diff"
+FRAME_TAG = b"DEEPSWE "  # tools/tool_server.py's
+# How a container's disk use is limited:
+#   storage_opt  Docker's --storage-opt size=: the whole writable layer (overlay2 on xfs with
+#                pquota, btrfs, zfs); refused with a clear error elsewhere.
+#   tool_server  the tool server: no file past the limit (RLIMIT_FSIZE) and commands killed
+#                once the container has written more than the limit to disk (bytes written,
+#                not space held: deleting files does not give any back).
+#   auto         storage_opt where the engine supports it, else tool_server.
+DISK_LIMIT_MODES = ("auto", "storage_opt", "tool_server")
+# Docker engines (base URL) without --storage-opt size support, learned on first refusal.
+_NO_STORAGE_OPT: set[str] = set()
 
 T = TypeVar("T")
 
 
-class MissingImageError(RuntimeError):
-    """The task image is not present locally."""
-
-
-class EnvironmentUnavailableError(RuntimeError):
-    """The container died or its tool server stopped answering; the episode cannot go on."""
-
-
-class GitDiffError(RuntimeError):
-    """`git diff` failed in the container (e.g. the agent deleted /testbed/.git)."""
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    """Outcome of one command: exit status (None when it timed out or could not start),
-    stdout and stderr merged (head and tail kept when longer than the limit), wall time."""
-
-    exit_code: int | None
-    output: str
-    timed_out: bool
-    duration_s: float
-
-
-def git_diff_script(base_commit: str) -> str:
-    """Bash script, run in the repository, that writes to PATCH_FILE everything changed since
-    `base_commit` (new files included via a throwaway index; .gitignore'd files and
-    DIFF_EXCLUDES left out; binary changes in git's binary format). Shared by every runtime."""
-    excludes = " ".join(shlex.quote(f":(exclude,glob){p}") for p in DIFF_EXCLUDES)
-    git = "git -c safe.directory='*' -c core.quotepath=false"
-    return (
-        "set -e\n"
-        'index="$(mktemp)"\n'
-        "trap 'rm -f \"$index\"' EXIT\n"
-        'cp .git/index "$index" 2>/dev/null || rm -f "$index"\n'
-        f'GIT_INDEX_FILE="$index" {git} add -A -- . {excludes}\n'
-        f'GIT_INDEX_FILE="$index" {git} diff --cached --binary --no-color --no-ext-diff '
-        f"--src-prefix=a/ --dst-prefix=b/ {shlex.quote(base_commit)} > {PATCH_FILE}\n"
-    )
-
-
-# ---------------------------------------------------------------- ownership and cleanup
-
-
-def _process_start_time(pid: int) -> str | None:
-    """Start time of `pid` in clock ticks since boot (Linux), "" where /proc is absent, None if dead."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except FileNotFoundError:
-        if os.path.isdir("/proc/self"):
-            return None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
-        return ""
-    except OSError:
-        return None
-    return stat[stat.rfind(b")") + 2 :].split()[19].decode()
-
-
-def owner_label(pid: int | None = None) -> str:
-    """`<hostname>:<pid>:<start time>` of this (or the given) process; pid reuse cannot fake it."""
-    pid = os.getpid() if pid is None else pid
-    return f"{socket.gethostname()}:{pid}:{_process_start_time(pid) or ''}"
-
-
-def owner_is_alive(label: str) -> bool | None:
-    """Whether the process named by an owner label is alive; None if it ran on another host."""
-    host, _, rest = label.partition(":")
-    pid_text, _, start_time = rest.partition(":")
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return None
-    current = _process_start_time(int(pid_text))
-    return current is not None and (not start_time or not current or current == start_time)
+# ---------------------------------------------------------------- API calls and cleanup
 
 
 def retry_transient(
@@ -193,76 +127,65 @@ def remove_stale_containers(
     return removed
 
 
-# Runtimes (Docker or Kubernetes) that close_all_runtimes removes at exit and on SIGTERM.
-LIVE_RUNTIMES: weakref.WeakSet[Any] = weakref.WeakSet()
-_CLEANUP_LOCK = threading.Lock()
-_atexit_installed = False
-_sigterm_installed = False
-
-
-def close_all_runtimes() -> None:
-    """Remove every container this process still holds (in parallel)."""
-    runtimes = list(LIVE_RUNTIMES)
-    if runtimes:
-        with ThreadPoolExecutor(max_workers=min(16, len(runtimes))) as workers:
-            list(workers.map(lambda r: r.close(), runtimes))
-
-
-def install_exit_cleanup() -> None:
-    """Remove live containers at interpreter exit and on SIGTERM (then terminate as before).
-
-    The SIGTERM handler can only be set from the main thread; DockerRuntime and EnvPool
-    call this when constructed, which is normally there."""
-    global _atexit_installed, _sigterm_installed
-    with _CLEANUP_LOCK:
-        if not _atexit_installed:
-            _atexit_installed = True
-            atexit.register(close_all_runtimes)
-        if _sigterm_installed or threading.current_thread() is not threading.main_thread():
-            return
-        _sigterm_installed = True
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def on_sigterm(signum: int, frame: Any) -> None:
-        close_all_runtimes()
-        if callable(previous):
-            previous(signum, frame)
-        elif previous != signal.SIG_IGN:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-
-
 # ---------------------------------------------------------------- channel to the tool server
 
 
 class _ServerChannel:
-    """The attached stdin/stdout of the tool server: JSON lines in Docker's multiplexed framing."""
+    """The attached stdin/stdout of the tool server, in Docker's multiplexed framing: frames
+    `DEEPSWE <secret> <length>\n<json>` both ways (tools/tool_server.py); other bytes on the
+    server's stdout (an agent writing to /proc/1/fd/1) are skipped."""
 
-    def __init__(self, api: docker.APIClient, container_id: str):
+    def __init__(self, api: docker.APIClient, container_id: str, secret: str):
         response_socket = api.attach_socket(
             container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
         )
         self._response_socket = response_socket
         self._sock: socket.socket = getattr(response_socket, "_sock", response_socket)
+        self._marker = FRAME_TAG + secret.encode("ascii") + b" "
         self._raw = bytearray()
         self._stdout = bytearray()
         self.stderr_tail = bytearray()
+        self.skipped_bytes = 0
+
+    def send_secret(self) -> None:
+        """The first line the server reads: the secret of every frame after it."""
+        self._sock.settimeout(SERVER_GRACE_S)
+        self._sock.sendall(self._marker[len(FRAME_TAG) :].strip() + b"\n")
 
     def send(self, message: Mapping[str, Any]) -> None:
-        data = json.dumps(message, ensure_ascii=True).encode("ascii") + b"\n"
+        payload = json.dumps(message, ensure_ascii=True).encode("ascii")
         self._sock.settimeout(SERVER_GRACE_S)
-        self._sock.sendall(data)
+        self._sock.sendall(self._marker + str(len(payload)).encode("ascii") + b"\n" + payload)
+
+    def _next_frame(self) -> dict[str, Any] | None:
+        """The next whole frame's message from what was received, or None; skips other bytes."""
+        start = self._stdout.find(self._marker)
+        if start < 0:
+            keep = len(self._marker)  # a marker may be arriving in pieces
+            self.skipped_bytes += max(0, len(self._stdout) - keep)
+            del self._stdout[: max(0, len(self._stdout) - keep)]
+            return None
+        self.skipped_bytes += start
+        del self._stdout[:start]
+        header_end = self._stdout.find(b"\n", len(self._marker))
+        if header_end < 0:
+            return None
+        length = bytes(self._stdout[len(self._marker) : header_end])
+        if not length.isdigit():
+            raise ValueError(f"bad frame header {bytes(self._stdout[:header_end])[:100]!r}")
+        end = header_end + 1 + int(length)
+        if len(self._stdout) < end:
+            return None
+        payload = bytes(self._stdout[header_end + 1 : end])
+        del self._stdout[:end]
+        return json.loads(payload)
 
     def receive(self, deadline: float) -> dict[str, Any]:
-        """Next JSON line from the server; raises TimeoutError at `deadline`, EOFError if closed."""
+        """Next message from the server; raises TimeoutError at `deadline`, EOFError if closed."""
         while True:
-            newline = self._stdout.find(b"\n")
-            if newline >= 0:
-                line = bytes(self._stdout[:newline])
-                del self._stdout[: newline + 1]
-                return json.loads(line)
+            message = self._next_frame()
+            if message is not None:
+                return message
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
@@ -307,7 +230,7 @@ def _container_name(run_label: str) -> str:
     return f"deepswe-{safe}-{uuid.uuid4().hex[:8]}"
 
 
-class DockerRuntime:
+class DockerRuntime(ExecRuntime):
     """A container from `image` with the tools installed and a tool server as PID 1.
 
     Usage:
@@ -328,23 +251,31 @@ class DockerRuntime:
         mem_limit: str = "1g",
         nano_cpus: int = 1_000_000_000,
         pids_limit: int = 256,
+        disk_limit: str = "",
+        disk_limit_mode: str = "auto",
         name: str | None = None,
     ):
-        self.image = image
-        self.run_label = run_label
-        self.name = name or _container_name(run_label)
+        """disk_limit: bytes the container may write ('10g', '64m'; '' for no limit), applied
+        as `disk_limit_mode` says (DISK_LIMIT_MODES)."""
+        super().__init__(image, run_label=run_label, name=name or _container_name(run_label))
+        if disk_limit_mode not in DISK_LIMIT_MODES:
+            raise ValueError(
+                f"disk_limit_mode={disk_limit_mode!r} is not one of {DISK_LIMIT_MODES} "
+                "(config.env.disk_limit_mode)"
+            )
         self.mem_limit = mem_limit
         self.nano_cpus = nano_cpus
         self.pids_limit = pids_limit
+        self.disk_limit = disk_limit
+        self.disk_limit_mode = disk_limit_mode
+        # How the disk limit was applied: "storage_opt", "tool_server" or "" (none).
+        self.disk_limit_applied = ""
         self._client = client
         self._container = None
         self._channel: _ServerChannel | None = None
+        self._secret = secrets.token_hex(16)
         self._lock = threading.Lock()
-        self._close_lock = threading.Lock()
         self._request_ids = itertools.count(1)
-        self._closed = False
-        self.ready_s: float | None = None
-        install_exit_cleanup()
 
     @property
     def client(self) -> docker.DockerClient:
@@ -359,13 +290,6 @@ class DockerRuntime:
                 f"container {self.name} was not started; call start()"
             )
         return self._container.id
-
-    def __enter__(self) -> DockerRuntime:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def start(self) -> None:
         """Create and start the container, install the tools and wait until the server answers.
@@ -384,16 +308,16 @@ class DockerRuntime:
                 f"image {self.image} not found; run `python launch/build_images.py --tasks=...` "
                 "(or deepswe_jax.env.images.ensure_task_image(task)) to build it"
             ) from None
-        install_exit_cleanup()
-        LIVE_RUNTIMES.add(self)
+        self._register()
         self._container = retry_transient(self._create, f"creating {self.name}")
         try:
             retry_transient(
                 lambda: self._container.put_archive("/", install_archive()),
                 f"installing tools in {self.name}",
             )
-            self._channel = _ServerChannel(self.client.api, self._container.id)
+            self._channel = _ServerChannel(self.client.api, self._container.id, self._secret)
             retry_transient(self._container.start, f"starting {self.name}")
+            self._channel.send_secret()
             self._request({"op": "ping"}, deadline_s=READY_TIMEOUT_S)
         except BaseException:
             self.close()
@@ -401,10 +325,44 @@ class DockerRuntime:
         self.ready_s = time.monotonic() - started
 
     def _create(self) -> Any:
+        """Creates the container with the disk limit of `disk_limit_mode`."""
+        endpoint = self.client.api.base_url
+        if self.disk_limit and self.disk_limit_mode != "tool_server":
+            if endpoint not in _NO_STORAGE_OPT:
+                try:
+                    container = self._create_with({"size": self.disk_limit}, [])
+                    self.disk_limit_applied = "storage_opt"
+                    return container
+                except docker.errors.APIError as error:
+                    if "storage-opt" not in str(error):
+                        raise
+                    _NO_STORAGE_OPT.add(endpoint)
+                    logger.info(
+                        "the Docker engine at %s cannot limit a container's writable layer "
+                        "(--storage-opt size= needs overlay2 on xfs with pquota, btrfs or zfs): "
+                        "the tool server enforces the %s disk limit",
+                        endpoint,
+                        self.disk_limit,
+                    )
+            if self.disk_limit_mode == "storage_opt":
+                raise ValueError(
+                    f"the Docker engine at {endpoint} does not support --storage-opt size= (it "
+                    "needs overlay2 on xfs with pquota, btrfs or zfs); set "
+                    "config.env.disk_limit_mode='auto' or 'tool_server'"
+                )
+        if not self.disk_limit:
+            return self._create_with(None, [])
+        limit = docker.utils.parse_bytes(self.disk_limit)
+        container = self._create_with(None, ["--disk-limit", str(limit)])
+        self.disk_limit_applied = "tool_server"
+        return container
+
+    def _create_with(self, storage_opt: dict[str, str] | None, server_args: list[str]) -> Any:
         try:
             return self.client.containers.create(
                 self.image,
-                entrypoint=["python3", "-u", SERVER_PATH],
+                entrypoint=server_command(server_args),
+                storage_opt=storage_opt,
                 name=self.name,
                 stdin_open=True,
                 tty=False,
@@ -465,7 +423,7 @@ class DockerRuntime:
         state = self._describe_state()
         if "running" not in state:
             raise EnvironmentUnavailableError(f"container {self.name} is not running: {state}")
-        return _ServerChannel(self.client.api, self._container.id)
+        return _ServerChannel(self.client.api, self._container.id, self._secret)
 
     def _describe_state(self) -> str:
         try:
@@ -482,11 +440,14 @@ class DockerRuntime:
             f"OOM killed: {state.get('OOMKilled')})"
         )
 
-    def _execute(self, message: dict[str, Any], timeout: float) -> ExecResult:
+    def _execute(self, command: Command, timeout: float) -> ExecResult:
         started = time.monotonic()
-        response = self._request(
-            {**message, "timeout": timeout}, deadline_s=timeout + SERVER_GRACE_S
-        )
+        if command.tool is None:
+            message = {"op": "run", "argv": list(command.argv)}
+        else:
+            message = {"op": "tool", "name": command.tool, "args": list(command.argv)}
+        message.update(cwd=command.cwd, max_output=command.max_output, timeout=timeout)
+        response = self._request(message, deadline_s=timeout + SERVER_GRACE_S)
         if "error" in response:
             raise EnvironmentUnavailableError(
                 f"tool server of {self.name} failed: {response['error']}: {response.get('message')}"
@@ -496,36 +457,6 @@ class DockerRuntime:
             output=response["output"],
             timed_out=response["timed_out"],
             duration_s=time.monotonic() - started,
-        )
-
-    def run(
-        self,
-        cmd: str,
-        *,
-        timeout: float,
-        workdir: str = TESTBED,
-        max_output: int = DEFAULT_MAX_OUTPUT,
-    ) -> ExecResult:
-        """Run `cmd` with `bash -c` in `workdir`; everything it started is killed at `timeout`
-        seconds (then exit_code is None and timed_out True). Output keeps its first and last
-        `max_output // 2` bytes."""
-        return self._execute(
-            {"op": "run", "argv": ["bash", "-c", cmd], "cwd": workdir, "max_output": max_output},
-            timeout,
-        )
-
-    def call_tool(self, name: str, args: Mapping[str, object], *, timeout: float) -> ExecResult:
-        """Run tool `name` (file_editor, execute_bash, search, finish/submit) with R2E-Gym
-        parameters, e.g. {"command": "view", "path": "/testbed"}; values are passed verbatim."""
-        return self._execute(
-            {
-                "op": "tool",
-                "name": name,
-                "args": tool_argv(name, args),
-                "cwd": TESTBED,
-                "max_output": DEFAULT_MAX_OUTPUT,
-            },
-            timeout,
         )
 
     def write_file(self, path: str, data: bytes | str) -> None:
@@ -544,37 +475,7 @@ class DockerRuntime:
         _raise_file_error(response, path)
         return base64.b64decode(response["data"])
 
-    def diff(self, base_commit: str, *, repo: str = TESTBED, timeout: float = 120.0) -> str:
-        """Everything changed under `repo` since `base_commit`, as a git patch.
-
-        New files are included (staged into a throwaway index, so the repository's own
-        index is untouched); .gitignore'd files and Python bytecode caches are not.
-        Binary changes use git's binary patch format. Bytes that are not UTF-8 are kept
-        as surrogate escapes (`write_file` writes them back unchanged).
-
-        Raises:
-          GitDiffError: git failed (no repository at `repo`, unknown base commit, ...).
-        """
-        result = self.run(
-            git_diff_script(base_commit), timeout=timeout, workdir=repo if repo else TESTBED
-        )
-        if result.exit_code != 0:
-            reason = "timed out" if result.timed_out else f"exit code {result.exit_code}"
-            raise GitDiffError(
-                f"git diff against {base_commit} in {self.name}:{repo} failed ({reason}): "
-                f"{result.output[-2000:]}"
-            )
-        return self.read_file(PATCH_FILE).decode("utf-8", "surrogateescape")
-
-    def close(self) -> None:
-        """Remove the container (idempotent, safe from any thread or a signal handler).
-
-        A request in flight in another thread fails with EnvironmentUnavailableError."""
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
-        LIVE_RUNTIMES.discard(self)
+    def _remove(self) -> None:
         if self._container is not None:
             try:
                 retry_transient(
@@ -590,6 +491,35 @@ class DockerRuntime:
                 self._drop_channel()
             finally:
                 self._lock.release()
+
+
+@dataclass(frozen=True)
+class DockerRuntimeFactory:
+    """Makes DockerRuntimes on one engine with shared limits (a `runtime.RuntimeFactory`):
+    `client` None is the local engine (`hosts.default_client`)."""
+
+    client: docker.DockerClient | None = None
+    mem_limit: str = "1g"
+    nano_cpus: int = 1_000_000_000
+    pids_limit: int = 256
+    disk_limit: str = ""
+    disk_limit_mode: str = "auto"
+
+    def __call__(self, image: str, *, run_label: str) -> DockerRuntime:
+        return DockerRuntime(
+            image,
+            run_label=run_label,
+            client=self.client,
+            mem_limit=self.mem_limit,
+            nano_cpus=self.nano_cpus,
+            pids_limit=self.pids_limit,
+            disk_limit=self.disk_limit,
+            disk_limit_mode=self.disk_limit_mode,
+        )
+
+    def remove_stale(self, run_labels: tuple[str, ...] = ()) -> list[str]:
+        """Remove containers of dead creators and of `run_labels` (remove_stale_containers)."""
+        return remove_stale_containers(self.client, run_labels=run_labels)
 
 
 def _raise_file_error(response: Mapping[str, Any], path: str) -> None:

@@ -1,11 +1,14 @@
-"""Grade a patch by running the task's tests in a fresh container (SWE-bench semantics).
+"""Grade a patch by running the task's tests in a fresh runtime (SWE-bench semantics).
 
-Steps, all in a new container from `task.image` (never the agent's container):
+`grade_patch` runs these steps, each a function of its own, in a new runtime from
+`task.image` (never the agent's container):
 
-1. apply the patch with `git apply`, falling back to `patch --batch --fuzz=5 -p1`;
-   failure -> status `apply_failed`;
-2. discard the patch's changes to everything that decides how tests run, so a
-   patch cannot edit, delete or skip the tests it is graded on: files in
+1. `apply_patch`: `git apply`, falling back to `patch --batch --fuzz=5 -p1`;
+   failure -> status `apply_failed`. The patch's changes to the layout's harness files
+   (`layouts.Layout.harness_paths`: R2E-Gym's run_tests.sh, .venv, r2e_tests) are dropped first;
+2. `restore_test_files`: discard the patch's changes (what `git status` shows after the patch
+   and did not show before it) to everything that decides how tests
+   run, so a patch cannot edit, delete or skip the tests it is graded on: files in
    `test_patch`, files of the FAIL_TO_PASS / PASS_TO_PASS node ids, test files
    (`tasks.is_test_path`: under tests/, test_*.py, *_test.py, conftest.py),
    pytest configuration at any depth (pytest.ini, tox.ini, setup.cfg,
@@ -13,13 +16,15 @@ Steps, all in a new container from `task.image` (never the agent's container):
    under `python3 -m pytest` (pytest.py, _pytest/, pluggy/, sitecustomize.py)
    go back to the base commit, new ones are deleted. A fix that must change
    setup.cfg or pyproject.toml is therefore graded without that change;
-3. apply `test_patch`;
-4. run the selected tests (`python3 -m pytest -rA` on the node ids, or
-   `task.test_cmd`) under a timeout and parse the `-rA` short summary:
-   PASSED / XFAIL pass; FAILED / ERROR / XPASS / missing fail.
+3. `apply_test_patch`: apply `test_patch` (unless the harness applies it itself);
+4. `run_tests`: the harness's test command (`harness.Harness`: how tests are run and how
+   their log is read; `harness_for` picks it by the task's layout) under a timeout;
+5. `score_tests`: 'timeout' past the limit, else the harness's verdict on the output
+   (pytest's `-rA` summary: PASSED / XFAIL pass; FAILED / ERROR / XPASS / missing fail;
+   swebench's parser and report for SWE-bench rows; R2E-Gym's status map for R2E-Gym rows).
 
-The container is a DockerRuntime on the local engine (or `client`'s), or a runtime made by
-`runtime_factory` (the EnvPool's backend, e.g. `k8s_runtime.K8sPodFactory` pods).
+The runtime is made by `runtime_factory` (the EnvPool's backend, e.g. a
+`k8s_runtime.K8sPodFactory`), or is a DockerRuntime on the local engine (or `client`'s).
 
 Resolved = every FAIL_TO_PASS and PASS_TO_PASS test passes; for R2E-Gym tasks
 (`expected_output_json`), the parsed status map must equal it exactly.
@@ -30,69 +35,49 @@ import it (the tests run in the same process as the code under test).
 from __future__ import annotations
 
 import functools
-import re
 import shlex
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from deepswe_jax.env.docker_runtime import DockerRuntime
-from deepswe_jax.env.tasks import TEST_DIR_NAMES, Task, is_test_path
-
-if TYPE_CHECKING:
-    from deepswe_jax.env.pool import RuntimeFactory
+from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
+from deepswe_jax.env.harness import (
+    Harness,
+    PytestHarness,
+    TestsStatus,
+    Verdict,
+    empty_tests_status,
+)
+from deepswe_jax.env.harness_r2egym import R2EHarness
+from deepswe_jax.env.harness_swebench import SwebenchHarness
+from deepswe_jax.env.layouts import LAYOUTS
+from deepswe_jax.env.patches import is_protected, protected_paths, without_paths
+from deepswe_jax.env.runtime import ExecResult, Runtime, RuntimeFactory
+from deepswe_jax.env.tasks import Task
 
 DEFAULT_TIMEOUT = 300.0
-PASSING = frozenset({"PASSED", "XFAIL"})
-SUMMARY_STATUSES = ("PASSED", "FAILED", "ERROR", "XFAIL", "XPASS", "SKIPPED")
-PYTEST_CONFIG_NAMES = frozenset(
-    {
-        "conftest.py",
-        "pytest.ini",
-        ".pytest.ini",
-        "pytest.toml",
-        ".pytest.toml",
-        "tox.ini",
-        "setup.cfg",
-        "pyproject.toml",
-    }
-)
-# Top-level names that `python3 -m pytest` (cwd first on sys.path) would import instead of the real ones.
-SHADOWING_NAMES = frozenset(
-    {
-        "pytest.py",
-        "pytest",
-        "_pytest",
-        "py.py",
-        "pluggy",
-        "iniconfig",
-        "sitecustomize.py",
-        "usercustomize.py",
-    }
-)
-PYTEST_ENTRY = (
-    "import os, sys, pytest; code = pytest.main(sys.argv[1:]); "
-    "sys.stdout.flush(); sys.stderr.flush(); os._exit(int(code))"
-)
+# Memory limit of a Docker grading container (a runtime_factory's runtimes have its limits).
+GRADING_MEM_LIMIT = "2g"
 STATUSES = ("resolved", "unresolved", "apply_failed", "timeout", "infra_error", "empty_patch")
 PATCH_FILE = "/tmp/deepswe_model.patch"
 TEST_PATCH_FILE = "/tmp/deepswe_test.patch"
 PROTECTED_LIST_FILE = "/tmp/deepswe_protected_paths"
-
-_SUMMARY_HEADER = re.compile(r"^=+ short test summary info =+$")
-_SESSION_FOOTER = re.compile(
-    r"^=+ .*\b(passed|failed|error|errors|skipped|deselected|xfailed|xpassed|warnings?|no tests ran)\b.* =+$"
+STATUS_BEFORE_FILE = "/tmp/deepswe_status_before"
+GIT_STATUS_CMD = (
+    "git status --porcelain=v1 -z --untracked-files=all --ignored=traditional --no-renames"
 )
-
-
-def _empty_tests_status() -> dict[str, dict[str, list[str]]]:
-    return {
-        key: {"success": [], "failure": []}
-        for key in ("FAIL_TO_PASS", "PASS_TO_PASS", "FAIL_TO_FAIL", "PASS_TO_FAIL")
-    }
+# Deletes each path of PROTECTED_LIST_FILE and checks it out again where HEAD has it.
+RESTORE_CMD = (
+    "while IFS= read -r -d '' p; do rm -rf -- \"$p\"; "
+    'if git cat-file -e "HEAD:$p" 2>/dev/null; then git checkout -q HEAD -- "$p"; fi; '
+    f"done < {PROTECTED_LIST_FILE} && echo restored test files: $(tr '\\0' ' ' < {PROTECTED_LIST_FILE})"
+)
+# Separates the status after the patch from the one before it in CHANGES_CMD's output.
+STATUS_MARK = "--deepswe-status-before--"
+STATUS_SEPARATOR = f"\0{STATUS_MARK}\0"
+CHANGES_CMD = f"{GIT_STATUS_CMD} && printf '\\0{STATUS_MARK}\\0' && cat {STATUS_BEFORE_FILE}"
 
 
 @dataclass(frozen=True)
@@ -104,6 +89,8 @@ class GradeResult:
       in R2E-Gym mode PASS_TO_PASS lists the expected tests whose status matched / did not.
     test_log: combined output of the grading commands (patch application and test run).
     error: what went wrong, for 'infra_error' and 'timeout'.
+    report: the benchmark's own report.json entry of the test log when its harness made one
+      (swebench's get_eval_report for SWE-bench rows).
     """
 
     instance_id: str
@@ -111,12 +98,13 @@ class GradeResult:
     reward: float
     patch_successfully_applied: bool
     resolved: bool
-    tests_status: dict[str, dict[str, list[str]]] = field(default_factory=_empty_tests_status)
+    tests_status: TestsStatus = field(default_factory=empty_tests_status)
     test_log: str = ""
     duration_s: float = 0.0
     patch_exists: bool = True
     patch_is_none: bool = False
     error: str = ""
+    report: dict | None = None
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -128,139 +116,122 @@ class GradeResult:
         return self.status == "infra_error"
 
     def to_report(self) -> dict[str, dict[str, Any]]:
-        """SWE-bench per-instance report.json: {instance_id: {patch_is_None, ..., tests_status}}."""
-        return {
-            self.instance_id: {
-                "patch_is_None": self.patch_is_none,
-                "patch_exists": self.patch_exists,
-                "patch_successfully_applied": self.patch_successfully_applied,
-                "resolved": self.resolved,
-                "tests_status": self.tests_status,
-            }
+        """SWE-bench per-instance report.json (swebench's get_eval_report fields):
+        {instance_id: {patch_is_None, patch_exists, patch_successfully_applied, resolved,
+        infra_failure[, tests_status]}}; tests_status only when the tests ran and were scored
+        (not for an empty, unapplied or timed-out patch). A harness's own report is used as is."""
+        if self.report is not None:
+            return {self.instance_id: self.report}
+        entry: dict[str, Any] = {
+            "patch_is_None": self.patch_is_none,
+            "patch_exists": self.patch_exists,
+            "patch_successfully_applied": self.patch_successfully_applied,
+            "resolved": self.resolved,
+            "infra_failure": self.infra_error,
         }
+        if self.status in ("resolved", "unresolved"):
+            entry["tests_status"] = self.tests_status
+        return {self.instance_id: entry}
 
 
-def parse_pytest_summary(log: str) -> dict[str, str]:
-    """Per-test status from the `-rA` short test summary of a pytest log.
-
-    Only lines between the last "short test summary info" header and the session
-    footer count, so test output that imitates summary lines is ignored. A test
-    reported twice (e.g. PASSED then ERROR in teardown) keeps its failing status.
-
-    Returns:
-      {node id: 'PASSED' | 'FAILED' | 'ERROR' | 'XFAIL' | 'XPASS'}; skipped tests
-      are not listed (their summary lines name a file location, not a node id).
-    """
-    statuses: dict[str, str] = {}
-    for line in _summary_lines(log):
-        status, _, rest = line.partition(" ")
-        if status not in SUMMARY_STATUSES or status == "SKIPPED" or not rest:
-            continue
-        node_id = _strip_message(rest)
-        if statuses.get(node_id) not in ("FAILED", "ERROR"):
-            statuses[node_id] = status
-    return statuses
-
-
-def _summary_lines(log: str) -> list[str]:
-    lines = [line.rstrip("\r") for line in _strip_ansi(log).splitlines()]
-    start = None
-    for i, line in enumerate(lines):
-        if _SUMMARY_HEADER.match(line):
-            start = i + 1
-    if start is None:
-        return []
-    end = len(lines)
-    for i in range(start, len(lines)):
-        if _SESSION_FOOTER.match(lines[i]):
-            end = i
-            break
-    return lines[start:end]
-
-
-def _strip_ansi(text: str) -> str:
-    return re.sub(r"\x1b\[[0-9;]*m", "", text)
-
-
-def _strip_message(rest: str) -> str:
-    """The node id of a summary line's remainder: everything before the first " - "
-    that lies outside the parametrization brackets."""
-    depth = 0
-    for i, char in enumerate(rest):
-        if char == "[":
-            depth += 1
-        elif char == "]":
-            depth = max(depth - 1, 0)
-        elif depth == 0 and rest.startswith(" - ", i):
-            return rest[:i]
-    return rest
-
-
-def r2e_status_map(log: str) -> dict[str, str]:
-    """Test statuses keyed the way R2E-Gym keys `expected_output_json`: the node id
-    without its file part, "::" replaced by "." (e.g. "TestDates.test_iso_week")."""
-    return {
-        ".".join(node_id.split("::")[1:]): status
-        for node_id, status in parse_pytest_summary(log).items()
-    }
-
-
-def _normalize_r2e(statuses: dict[str, str]) -> dict[str, str]:
-    return {_strip_ansi(name).split(" - ")[0]: status for name, status in statuses.items()}
-
-
-def default_test_cmd(test_ids: Iterable[str]) -> str:
-    """pytest with `-rA` on the given node ids (quoted for the shell).
-
-    Runs like `python3 -m pytest` (the repository root first on sys.path) but
-    leaves with `os._exit`, so code under test cannot print a fake summary after
-    the real one from an atexit handler or a lingering thread.
-    """
-    ids = " ".join(shlex.quote(test_id) for test_id in sorted(set(test_ids)))
-    return f"python3 -c {shlex.quote(PYTEST_ENTRY)} -rA --color=no -p no:cacheprovider {ids}"
-
-
-def patch_paths(patch: str) -> set[str]:
-    """Repository-relative paths a unified diff touches (old and new names)."""
-    paths = set()
-    for line in patch.splitlines():
-        if line.startswith(("--- ", "+++ ")):
-            name = line[4:].split("\t")[0].strip()
-            if name != "/dev/null":
-                paths.add(name.split("/", 1)[1] if "/" in name else name)
-    return paths
-
-
-def protected_paths(task: Task) -> set[str]:
-    """Files that must be at their base (or test_patch) state when the tests run."""
-    node_files = {test_id.split("::")[0] for test_id in task.FAIL_TO_PASS + task.PASS_TO_PASS}
-    return patch_paths(task.test_patch) | node_files
-
-
-def is_protected(path: str, explicit: set[str]) -> bool:
-    """True if a patch's change to `path` is discarded before the tests run."""
-    parts = PurePosixPath(path).parts
-    return (
-        path in explicit
-        or is_test_path(path)
-        or any(
-            part in TEST_DIR_NAMES for part in parts
-        )  # the tests/ folder itself, e.g. replaced by a link
-        or (bool(parts) and parts[-1] in PYTEST_CONFIG_NAMES)
-        or (bool(parts) and parts[0] in SHADOWING_NAMES)
-    )
+def harness_for(task: Task) -> Harness:
+    """R2EHarness for tasks with `expected_output_json`, SwebenchHarness for the swebench
+    layout, else PytestHarness."""
+    if task.expected_output_json is not None:
+        return R2EHarness(applies_test_patch=task.layout == "r2egym")
+    if task.layout == "swebench":
+        return SwebenchHarness()
+    return PytestHarness()
 
 
 def _apply_cmd(patch_file: str) -> str:
     return (
-        f"git apply --verbose {patch_file} || "
+        f"{GIT_STATUS_CMD} > {STATUS_BEFORE_FILE} 2>/dev/null; git apply --verbose {patch_file} || "
         f"(echo 'git apply failed; trying patch --fuzz=5' && patch --batch --fuzz=5 -p1 -i {patch_file})"
     )
 
 
-def _changed_paths(status_z: str) -> list[str]:
-    """Paths from `git status --porcelain -z --no-renames` output ("XY path\\0")."""
-    return [entry[3:] for entry in status_z.split("\0") if len(entry) > 3]
+def _status_entries(status_z: str) -> list[str]:
+    """Entries ("XY path") of `git status --porcelain -z --no-renames` output."""
+    return [entry for entry in status_z.split("\0") if len(entry) > 3]
+
+
+def _changed_paths(changes: str) -> list[str]:
+    """Paths whose status CHANGES_CMD shows after the patch and not before it."""
+    after, _, before = changes.partition(STATUS_SEPARATOR)
+    unchanged = set(_status_entries(before))
+    return [entry[3:] for entry in _status_entries(after) if entry not in unchanged]
+
+
+# ---------------------------------------------------------------- the steps
+
+
+class GradingSession:
+    """The grading runtime and the log of the commands run in it (GradeResult.test_log)."""
+
+    def __init__(self, runtime: Runtime):
+        self.runtime = runtime
+        self._entries: list[str] = []
+
+    def run(self, cmd: str, seconds: float = 60.0, *, logged_as: str = "") -> ExecResult:
+        """`cmd` in /testbed, logged as "$ <logged_as or cmd>" and its output."""
+        result = self.runtime.run(cmd, timeout=seconds)
+        self._entries.append(f"$ {logged_as or cmd}\n{result.output}")
+        return result
+
+    @property
+    def log(self) -> str:
+        return "\n".join(self._entries)
+
+
+def apply_patch(session: GradingSession, patch: str) -> bool:
+    """Step 1: whether `patch` applied (git apply, else patch --fuzz=5); records `git status`
+    before it, for step 2."""
+    session.runtime.write_file(PATCH_FILE, patch if patch.endswith("\n") else patch + "\n")
+    return session.run(_apply_cmd(PATCH_FILE)).exit_code == 0
+
+
+def restore_test_files(session: GradingSession, task: Task) -> bool:
+    """Step 2: every path the patch changed that `is_protected` back at the base commit (deleted
+    when new there); False when restoring failed. Files that were already there before the
+    patch (an image's untracked files, e.g. a .venv) are left alone."""
+    changes = session.run(CHANGES_CMD)
+    if changes.exit_code != 0:
+        return False
+    explicit = protected_paths(task)
+    discard = [path for path in _changed_paths(changes.output) if is_protected(path, explicit)]
+    if not discard:
+        return True
+    session.runtime.write_file(PROTECTED_LIST_FILE, "\0".join(discard) + "\0")
+    return session.run(RESTORE_CMD).exit_code == 0
+
+
+def apply_test_patch(session: GradingSession, task: Task) -> bool:
+    """Step 3: whether `task.test_patch` applied (True when it has none)."""
+    if not task.test_patch.strip():
+        return True
+    session.runtime.write_file(TEST_PATCH_FILE, task.test_patch)
+    return session.run(f"git apply --verbose {TEST_PATCH_FILE}").exit_code == 0
+
+
+def run_tests(session: GradingSession, task: Task, harness: Harness, timeout: float) -> ExecResult:
+    """Step 4: the harness's test command, ended by `timeout -k 5` after `timeout` seconds
+    (exit code 124; the runtime itself gives up 30 s later)."""
+    test_cmd = harness.command(task)
+    return session.run(
+        f"timeout -k 5 {int(timeout)} bash -c {shlex.quote(test_cmd)}",
+        timeout + 30,
+        logged_as=test_cmd,
+    )
+
+
+def score_tests(task: Task, harness: Harness, tests: ExecResult) -> tuple[str, Verdict | None]:
+    """Step 5: ('timeout', None) when the run hit its limit, else 'resolved' or 'unresolved'
+    with the harness's verdict on the output."""
+    if tests.timed_out or tests.exit_code == 124:
+        return "timeout", None
+    verdict = harness.score(task, tests.output)
+    return ("resolved" if verdict.resolved else "unresolved"), verdict
 
 
 def grade_patch(
@@ -269,12 +240,13 @@ def grade_patch(
     *,
     client: Any = None,
     runtime_factory: RuntimeFactory | None = None,
+    harness: Harness | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     run_label: str = "grading",
     skip_empty: bool = True,
-    mem_limit: str = "2g",
+    mem_limit: str = GRADING_MEM_LIMIT,
 ) -> GradeResult:
-    """Grade `patch` on `task` in a fresh container from `task.image`.
+    """Grade `patch` on `task` in a fresh runtime from `task.image` (the module's steps).
 
     Args:
       task: the task; its image must exist where the grading runs (local Docker:
@@ -283,6 +255,7 @@ def grade_patch(
       client: docker client (default: from the environment).
       runtime_factory: grade in a runtime it makes instead of a local Docker container
         (e.g. `k8s_runtime.K8sPodFactory`, `EnvPool.runtime_factory`); not with `client`.
+      harness: how the tests run and their log is scored (default: `harness_for(task)`).
       timeout: seconds for the test run; exceeding it gives status 'timeout'.
       run_label: value of the `deepswe.run` label on the grading container.
       skip_empty: when True an empty patch returns 'empty_patch' at once; when
@@ -302,11 +275,18 @@ def grade_patch(
             "grade in a Docker container on that engine, or `runtime_factory` to grade in the "
             "runtimes it makes (e.g. Kubernetes pods), not both"
         )
+    factory = runtime_factory or DockerRuntimeFactory(client=client, mem_limit=mem_limit)
+    harness = harness or harness_for(task)
     started = time.monotonic()
     is_empty = patch is None or not patch.strip()
 
     def result(
-        status: str, *, applied: bool, log: str = "", tests_status=None, error: str = ""
+        status: str,
+        *,
+        applied: bool,
+        log: str = "",
+        verdict: Verdict | None = None,
+        error: str = "",
     ) -> GradeResult:
         resolved = status == "resolved"
         return GradeResult(
@@ -315,107 +295,44 @@ def grade_patch(
             reward=1.0 if resolved else 0.0,
             patch_successfully_applied=applied,
             resolved=resolved,
-            tests_status=tests_status or _empty_tests_status(),
+            tests_status=verdict.tests_status if verdict else empty_tests_status(),
             test_log=log,
             duration_s=time.monotonic() - started,
             patch_exists=not is_empty,
             patch_is_none=patch is None,
             error=error,
+            report=verdict.report if verdict else None,
         )
 
     if is_empty and skip_empty:
         return result("empty_patch", applied=False)
+    if not is_empty:
+        patch = without_paths(patch, LAYOUTS[task.layout].harness_paths)
 
-    log: list[str] = []
     runtime = None
+    session = None
     try:
-        if runtime_factory is not None:
-            runtime = runtime_factory(task.image, run_label=run_label)
-        else:
-            runtime = DockerRuntime(
-                task.image, run_label=run_label, client=client, mem_limit=mem_limit
-            )
+        runtime = factory(task.image, run_label=run_label)
         runtime.start()
-
-        def run(cmd: str, seconds: float = 60.0):
-            out = runtime.run(cmd, timeout=seconds)
-            log.append(f"$ {cmd}\n{out.output}")
-            return out
-
+        session = GradingSession(runtime)
         if not is_empty:
-            runtime.write_file(PATCH_FILE, patch if patch.endswith("\n") else patch + "\n")
-            applied = run(_apply_cmd(PATCH_FILE))
-            if applied.exit_code != 0:
-                return result("apply_failed", applied=False, log="\n".join(log))
-            status = run(
-                "git status --porcelain=v1 -z --untracked-files=all --ignored=traditional --no-renames"
+            if not apply_patch(session, patch):
+                return result("apply_failed", applied=False, log=session.log)
+            if not restore_test_files(session, task):
+                error = "restoring test files failed"
+                return result("infra_error", applied=True, log=session.log, error=error)
+        if not harness.applies_test_patch and not apply_test_patch(session, task):
+            error = (
+                f"test_patch of {task.instance_id} does not apply to its base commit; fix the task"
             )
-            explicit = protected_paths(task)
-            discard = [
-                path for path in _changed_paths(status.output) if is_protected(path, explicit)
-            ]
-            if discard:
-                runtime.write_file(PROTECTED_LIST_FILE, "\0".join(discard) + "\0")
-                restored = run(
-                    "while IFS= read -r -d '' p; do rm -rf -- \"$p\"; "
-                    'if git cat-file -e "HEAD:$p" 2>/dev/null; then git checkout -q HEAD -- "$p"; fi; '
-                    f"done < {PROTECTED_LIST_FILE} && echo restored test files: $(tr '\\0' ' ' < {PROTECTED_LIST_FILE})"
-                )
-                if restored.exit_code != 0:
-                    return result(
-                        "infra_error",
-                        applied=True,
-                        log="\n".join(log),
-                        error="restoring test files failed",
-                    )
-        if task.test_patch.strip():
-            runtime.write_file(TEST_PATCH_FILE, task.test_patch)
-            test_patch_applied = run(f"git apply --verbose {TEST_PATCH_FILE}")
-            if test_patch_applied.exit_code != 0:
-                return result(
-                    "infra_error",
-                    applied=True,
-                    log="\n".join(log),
-                    error=f"test_patch of {task.instance_id} does not apply to its base commit; fix the task",
-                )
-        test_cmd = task.test_cmd or default_test_cmd(task.FAIL_TO_PASS + task.PASS_TO_PASS)
-        tests = runtime.run(
-            f"timeout -k 5 {int(timeout)} bash -c {shlex.quote(test_cmd)}", timeout=timeout + 30
-        )
-        log.append(f"$ {test_cmd}\n{tests.output}")
-        if tests.timed_out or tests.exit_code == 124:
-            return result(
-                "timeout", applied=True, log="\n".join(log), error=f"tests ran past {timeout:.0f} s"
-            )
-        if task.expected_output_json is not None:
-            expected = _normalize_r2e(task.expected_output_json)
-            observed = _normalize_r2e(r2e_status_map(tests.output))
-            tests_status = _empty_tests_status()
-            for name in sorted(expected):
-                key = "success" if observed.get(name) == expected[name] else "failure"
-                tests_status["PASS_TO_PASS"][key].append(name)
-            resolved = observed == expected
-        else:
-            statuses = parse_pytest_summary(tests.output)
-            tests_status = _empty_tests_status()
-            for group in ("FAIL_TO_PASS", "PASS_TO_PASS"):
-                for test_id in getattr(task, group):
-                    key = "success" if statuses.get(test_id) in PASSING else "failure"
-                    tests_status[group][key].append(test_id)
-            resolved = (
-                not tests_status["FAIL_TO_PASS"]["failure"]
-                and not tests_status["PASS_TO_PASS"]["failure"]
-            )
-        return result(
-            "resolved" if resolved else "unresolved",
-            applied=True,
-            log="\n".join(log),
-            tests_status=tests_status,
-        )
+            return result("infra_error", applied=True, log=session.log, error=error)
+        tests = run_tests(session, task, harness, timeout)
+        status, verdict = score_tests(task, harness, tests)
+        error = f"tests ran past {timeout:.0f} s" if status == "timeout" else ""
+        return result(status, applied=True, log=session.log, verdict=verdict, error=error)
     except Exception as e:  # Docker or container failure: say so, never score it as a wrong answer.
-        return result(
-            "infra_error", applied=False, log="\n".join(log), error=f"{type(e).__name__}: {e}"
-        )
+        log = session.log if session is not None else ""
+        return result("infra_error", applied=False, log=log, error=f"{type(e).__name__}: {e}")
     finally:
         if runtime is not None:
             try:

@@ -175,6 +175,9 @@ class DockerHost:
         self.images.add(tag)
         return image_id
 
+    def __str__(self) -> str:
+        return self.endpoint
+
     def describe(self) -> str:
         state = "up" if self.healthy else f"down ({self.last_error or 'not contacted'})"
         return f"{self.endpoint}: {state}, {self.active}/{self.capacity} envs"

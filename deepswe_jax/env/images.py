@@ -1,7 +1,7 @@
 """Docker images for tasks: one base image, one image per repository.
 
-- `commit_tree(src, dest)` makes the deterministic base commit of a source tree
-  (the sha a task's `base_commit` must equal).
+- `commit_tree(src, dest)` (from `commits`) makes the deterministic base commit of a source
+  tree (the sha a task's `base_commit` must equal).
 - `ensure_base_image()` builds `deepswe/base:<hash>` from Debian packages with
   debootstrap (no registry needed); the tag carries a hash of the recipe, so the
   image is rebuilt only when the recipe changes. `DEEPSWE_BASE_IMAGE=<image>`
@@ -29,6 +29,8 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from deepswe_jax.env.commits import CommitError, commit_tree
+from deepswe_jax.env.commits import source_commit as source_commit  # re-exported
 from deepswe_jax.env.hosts import default_client
 from deepswe_jax.env.tasks import Task
 
@@ -44,17 +46,6 @@ LABEL_SOURCE_COMMIT = "deepswe.source_commit"
 LABEL_BASE_IMAGE = "deepswe.base_image"
 TESTBED = "/testbed"
 
-GIT_IDENTITY = {
-    "GIT_AUTHOR_NAME": "deepswe",
-    "GIT_AUTHOR_EMAIL": "deepswe@localhost",
-    "GIT_COMMITTER_NAME": "deepswe",
-    "GIT_COMMITTER_EMAIL": "deepswe@localhost",
-    "GIT_AUTHOR_DATE": "2024-01-01T00:00:00+00:00",
-    "GIT_COMMITTER_DATE": "2024-01-01T00:00:00+00:00",
-}
-# Caches that a local test run leaves in a source tree; never part of the base commit.
-UNCOMMITTED_NAMES = (".git", "__pycache__", "*.pyc", ".pytest_cache")
-
 Progress = Callable[[str], None]
 
 
@@ -64,58 +55,6 @@ class ImageBuildError(RuntimeError):
 
 def _print_progress(message: str) -> None:
     print(f"[images] {message}", file=sys.stderr, flush=True)
-
-
-def _git(args: list[str], cwd: Path) -> str:
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(cwd),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        **GIT_IDENTITY,
-    }
-    result = subprocess.run(
-        ["git", "-c", "core.autocrlf=false", "-c", "commit.gpgsign=false", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    if result.returncode != 0:
-        raise ImageBuildError(f"git {' '.join(args)} failed in {cwd}: {result.stderr.strip()}")
-    return result.stdout
-
-
-def commit_tree(src: str | os.PathLike, dest: str | os.PathLike) -> str:
-    """Copy `src` into `dest` and commit it as the single commit "base"; return its sha.
-
-    The identity (deepswe <deepswe@localhost>), dates (2024-01-01T00:00:00+00:00)
-    and git configuration are fixed, so the sha depends only on the file contents,
-    names and modes. `.git`, `__pycache__`, `*.pyc` and `.pytest_cache` in `src`
-    are not copied. `dest` must not exist or be empty.
-    """
-    src, dest = Path(src), Path(dest)
-    if not src.is_dir():
-        raise FileNotFoundError(f"source tree {src} is not a directory")
-    if dest.exists() and any(dest.iterdir()):
-        raise FileExistsError(f"commit_tree destination {dest} is not empty")
-    shutil.copytree(
-        src,
-        dest,
-        symlinks=True,
-        dirs_exist_ok=True,
-        ignore=shutil.ignore_patterns(*UNCOMMITTED_NAMES),
-    )
-    _git(["-c", "init.templateDir=", "init", "-q", "-b", "main"], dest)
-    _git(["add", "-A"], dest)
-    _git(["commit", "-q", "--no-verify", "--allow-empty", "-m", "base"], dest)
-    return _git(["rev-parse", "HEAD"], dest).strip()
-
-
-def source_commit(src: str | os.PathLike) -> str:
-    """The sha `commit_tree(src, ...)` would produce (computed in a scratch directory)."""
-    with tempfile.TemporaryDirectory(prefix="deepswe-commit-") as scratch:
-        return commit_tree(src, Path(scratch) / "tree")
 
 
 def _lock_dir() -> Path:
@@ -255,7 +194,10 @@ def ensure_task_image(
     base_id = client.images.get(base_tag).id
     with tempfile.TemporaryDirectory(prefix="deepswe-task-image-") as context:
         context = Path(context)
-        sha = commit_tree(task.source, context / "testbed")
+        try:
+            sha = commit_tree(task.source, context / "testbed")
+        except CommitError as e:
+            raise ImageBuildError(f"task {task.instance_id}: {e}") from e
         if sha != task.base_commit:
             raise ImageBuildError(
                 f"task {task.instance_id}: source {task.source} commits to {sha}, but base_commit is "
@@ -323,7 +265,8 @@ def ensure_task_images(
 ) -> list[str]:
     """Build every missing or outdated image of `tasks` (one per distinct image); return the tags.
 
-    Raises ImageBuildError when two tasks name the same image with different sources.
+    Raises ImageBuildError when two tasks name the same image with different sources, and,
+    before building anything, when images of tasks without `source` are missing (naming them).
     """
     client = client or default_client()
     by_image: dict[str, Task] = {}
@@ -334,5 +277,18 @@ def ensure_task_images(
                 f"tasks {other.instance_id} and {task.instance_id} share image {task.image} but have "
                 "different source or base_commit; give them distinct image tags"
             )
+    missing = [
+        task
+        for task in by_image.values()
+        if task.source is None and not _get_image(client, task.image)
+    ]
+    if missing:
+        names = ", ".join(f"{task.image} (task {task.instance_id})" for task in missing[:5])
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise ImageBuildError(
+            f"{len(missing)} task image(s) are not present and their tasks have no 'source' to "
+            f"build them from: {names}{more}; pull or load them (docker pull <image>), or give "
+            "the tasks a 'source'"
+        )
     ensure_base_image(client, progress=progress)
     return [ensure_task_image(task, client, progress=progress) for task in by_image.values()]

@@ -1,19 +1,16 @@
-"""One task environment as a Kubernetes pod, with DockerRuntime's interface.
+"""One task environment as a Kubernetes pod (a `runtime.Runtime`, like DockerRuntime).
 
     api = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config())
     with K8sRuntime("registry.example/deepswe/datewise:base", run_label="eval-1", api=api) as rt:
         rt.call_tool("file_editor", {"command": "view", "path": "/testbed"}, timeout=90)
         patch = rt.diff(base_commit)
 
-    async with EnvPool(max_envs=512, runtime_factory=K8sPodFactory(), build_images=False) as pool:
+    factory = K8sPodFactory(settings=K8sPodSettings(image_prefix="registry.example/"))
+    async with EnvPool(max_envs=512, runtime_factory=factory, build_images=False) as pool:
         ...
 
-The pod (`pod_manifest`): one container from the task image whose PID 1 is a tiny
-Python reaper (`POD_INIT`: immune to the agent's `kill -9 -1` or `pkill python`, and it
-reaps orphans so killed process trees never pile up as zombies); requests equal to
-limits (Guaranteed QoS); `restartPolicy: Never`; `activeDeadlineSeconds` as the last
-bound on a leaked pod; no service account token; and the label `deepswe.role=env`
-that the deny-all NetworkPolicy of launch/k8s selects (pods have no network).
+The pod and its settings are `k8s_pods`; this module starts it (create, watch until it
+runs, install the tools), runs commands in it and deletes it.
 
 Every command is one exec over the API server's websocket:
     sh -c EXEC_WRAPPER sh <timeout> <workdir> <argv...>
@@ -24,17 +21,9 @@ is SIGKILLed too. Files travel as tar archives over exec stdin, read with
 has none). Arguments travel in the exec URL, so one argument is limited to 128 KiB
 (Linux MAX_ARG_STRLEN); write larger contents with `write_file`.
 
-API calls are retried with exponential backoff on 409, 429 (honouring Retry-After),
-5xx and connection errors; a 409 on creating a pod that is already ours (a create
-whose answer was lost) adopts that pod, any other 409 retries under a new name.
-
-Labels and cleanup follow DockerRuntime: `deepswe.run=<run label>`, and the creator's
-identity `<host>:<pid>:<start time>` in the annotation `deepswe.owner` (label values
-cannot hold ':'). `remove_stale_pods` deletes pods of dead creators on this host and of
-given run labels; pods still held at interpreter exit or on SIGTERM are deleted. When
-the creator runs in a pod of the same namespace that names itself in DEEPSWE_POD_NAME,
-DEEPSWE_POD_UID and DEEPSWE_POD_NAMESPACE (the training Job does, see launch/k8s), that
-pod owns the env pods, so the cluster's garbage collector deletes them with it.
+API calls are retried (`k8s_pods.retry_api`); a 409 on creating a pod that is already
+ours (a create whose answer was lost) adopts that pod, any other 409 retries under a new
+name. Pods still held at interpreter exit or on SIGTERM are deleted (`ownership`).
 """
 
 from __future__ import annotations
@@ -42,13 +31,10 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
-import re
 import tarfile
 import threading
 import time
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -58,42 +44,40 @@ from kubernetes import stream as k8s_stream
 from kubernetes import watch as k8s_watch
 from websocket import WebSocketException
 
-from deepswe_jax.env.docker_runtime import (
-    DEFAULT_MAX_OUTPUT,
-    LIVE_RUNTIMES,
-    OWNER_LABEL,
-    PATCH_FILE,
-    RUN_LABEL,
+from deepswe_jax.env.k8s_pods import (
+    API_TIMEOUT_S,
+    CONTAINER_NAME,
+    DEFAULT_POD_SETTINGS,
+    K8sPodSettings,
+    check_label_value,
+    default_core_api,
+    delete_pod,
+    describe_pod,
+    is_transient,
+    owner_pod_reference,
+    pod_manifest,
+    pod_name,
+    remove_stale_pods,
+    retry_api,
+    short_error,
+)
+from deepswe_jax.env.ownership import OWNER_LABEL, RUN_LABEL, owner_label
+from deepswe_jax.env.runtime import (
     SERVER_GRACE_S,
     TESTBED,
+    Command,
     EnvironmentUnavailableError,
     ExecResult,
-    GitDiffError,
+    ExecRuntime,
     MissingImageError,
-    git_diff_script,
-    install_exit_cleanup,
-    owner_is_alive,
-    owner_label,
 )
-from deepswe_jax.env.tools import INSTALL_DIR, install_archive, tool_argv
+from deepswe_jax.env.tools import INSTALL_DIR, install_archive
 from deepswe_jax.env.tools.tool_server import BoundedOutput
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-DEFAULT_NAMESPACE = "deepswe"
-CONTAINER_NAME = "env"
-# Selected by the deny-all NetworkPolicy (launch/k8s); every env pod carries it.
-ROLE_LABEL = "deepswe.role"
-ENV_ROLE = "env"
-# Set (downward API) in the training Job's pod so env pods get it as their owner.
-OWNER_POD_ENV = ("DEEPSWE_POD_NAME", "DEEPSWE_POD_UID", "DEEPSWE_POD_NAMESPACE")
-START_TIMEOUT_S = 300.0
-# A leaked pod lives at most this long (a DeepSWE episode is <= 5400 s, grading 300 s).
-ACTIVE_DEADLINE_S = 4 * 3600
-API_TIMEOUT_S = 60.0
-TRANSIENT_STATUSES = frozenset({0, 409, 429}) | frozenset(range(500, 600))
 # Waiting reasons after which the pod will not start by itself.
 IMAGE_PULL_FAILURES = frozenset({"ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"})
 CONFIG_FAILURES = frozenset({"CreateContainerConfigError", "CreateContainerError"})
@@ -102,17 +86,6 @@ STDOUT_CHANNEL, STDERR_CHANNEL, ERROR_CHANNEL = 1, 2, 3
 # Exit codes of READ_SCRIPT for a path that is missing or a directory.
 READ_MISSING, READ_IS_DIRECTORY = 102, 121
 
-# PID 1 of every env pod: reap orphans; SIGINT back to default so only SIGKILL from
-# outside the pod (its deletion) ends it.
-POD_INIT = (
-    "import os, signal, time\n"
-    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
-    "while True:\n"
-    "    try:\n"
-    "        os.wait()\n"
-    "    except ChildProcessError:\n"
-    "        time.sleep(1)\n"
-)
 # $1 timeout seconds, $2 working directory, then the command's argv.
 EXEC_WRAPPER = (
     't="$1"; cd "$2" 2>&1 || exit 126; shift 2\n'
@@ -137,121 +110,10 @@ ACCESS_HINTS = {
     404: "create the namespace first (`kubectl create namespace <name>`, or apply the "
     "manifests from `python launch/k8s_manifests.py`)",
 }
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
 class ClusterAccessError(RuntimeError):
     """The Kubernetes API refused this client (credentials, RBAC or a missing namespace)."""
-
-
-# ---------------------------------------------------------------- manifests
-
-
-def memory_quantity(mem_limit: str | int) -> str:
-    """A Docker-style memory limit ("1g", "512m", bytes) as a Kubernetes quantity ("1Gi").
-
-    Kubernetes quantities ("2Gi", "500M") pass through unchanged."""
-    text = str(mem_limit).strip()
-    match = re.fullmatch(r"(\d+)([bkmgBKMG]?)", text)
-    if match:
-        number, unit = match.groups()
-        return number + {"": "", "b": "", "k": "Ki", "m": "Mi", "g": "Gi"}[unit.lower()]
-    if re.fullmatch(r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|K|M|G|T)", text):
-        return text
-    raise ValueError(
-        f"memory limit {mem_limit!r} is neither Docker style (1g, 512m) nor a "
-        "Kubernetes quantity (1Gi, 512Mi)"
-    )
-
-
-def cpu_quantity(cpus: float) -> str:
-    """CPUs as a Kubernetes quantity in millicores: 1.0 -> "1000m"."""
-    if cpus <= 0:
-        raise ValueError(f"cpus must be positive, got {cpus}")
-    return f"{max(1, round(cpus * 1000))}m"
-
-
-def check_label_value(value: str, what: str) -> str:
-    """`value` if it is a valid Kubernetes label value, else a ValueError saying why."""
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
-        raise ValueError(
-            f"{what} {value!r} is not a valid Kubernetes label value (at most 63 characters of "
-            "letters, digits, '-', '_', '.', starting and ending with a letter or digit); "
-            "choose another"
-        )
-    return value
-
-
-def owner_pod_reference(namespace: str) -> k8s.V1OwnerReference | None:
-    """This process's pod as an owner reference, when it runs in a pod of `namespace` that
-    names itself in OWNER_POD_ENV (a cross-namespace owner would get env pods deleted)."""
-    name, uid, pod_namespace = (os.environ.get(key) for key in OWNER_POD_ENV)
-    if not (name and uid and pod_namespace == namespace):
-        return None
-    return k8s.V1OwnerReference(api_version="v1", kind="Pod", name=name, uid=uid)
-
-
-def pod_manifest(
-    name: str,
-    image: str,
-    *,
-    run_label: str,
-    owner: str,
-    namespace: str = DEFAULT_NAMESPACE,
-    mem_limit: str | int = "1g",
-    cpus: float = 1.0,
-    ephemeral_storage: str = "10Gi",
-    image_pull_policy: str = "IfNotPresent",
-    node_selector: Mapping[str, str] | None = None,
-    active_deadline_s: int = ACTIVE_DEADLINE_S,
-    owner_reference: k8s.V1OwnerReference | None = None,
-) -> k8s.V1Pod:
-    """The env pod for one environment (see the module docstring for what each part is for)."""
-    resources = {
-        "cpu": cpu_quantity(cpus),
-        "memory": memory_quantity(mem_limit),
-        "ephemeral-storage": ephemeral_storage,
-    }
-    return k8s.V1Pod(
-        api_version="v1",
-        kind="Pod",
-        metadata=k8s.V1ObjectMeta(
-            name=name,
-            namespace=namespace,
-            labels={
-                RUN_LABEL: check_label_value(run_label, "run label"),
-                ROLE_LABEL: ENV_ROLE,
-            },
-            annotations={OWNER_LABEL: owner},
-            owner_references=[owner_reference] if owner_reference else None,
-        ),
-        spec=k8s.V1PodSpec(
-            restart_policy="Never",
-            active_deadline_seconds=active_deadline_s,
-            automount_service_account_token=False,
-            enable_service_links=False,
-            termination_grace_period_seconds=0,
-            node_selector=dict(node_selector) if node_selector else None,
-            containers=[
-                k8s.V1Container(
-                    name=CONTAINER_NAME,
-                    image=image,
-                    image_pull_policy=image_pull_policy,
-                    command=["python3", "-c", POD_INIT],
-                    working_dir=TESTBED,
-                    resources=k8s.V1ResourceRequirements(
-                        requests=dict(resources), limits=dict(resources)
-                    ),
-                )
-            ],
-        ),
-    )
-
-
-def pod_name(run_label: str) -> str:
-    """A fresh DNS-1123 pod name: deepswe-<run label>-<8 hex>."""
-    safe = re.sub(r"[^a-z0-9-]+", "-", run_label.lower())[:40].strip("-") or "run"
-    return f"deepswe-{safe}-{uuid.uuid4().hex[:8]}"
 
 
 def exec_argv(argv: list[str], *, timeout: float, workdir: str = TESTBED) -> list[str]:
@@ -281,139 +143,18 @@ def file_from_archive(archive: bytes, path: str) -> bytes:
     raise OSError(f"reading {path}: the pod sent no regular file (special file?)")
 
 
-# ---------------------------------------------------------------- API calls with retries
-
-
-def is_transient(error: BaseException) -> bool:
-    """Whether an API error is worth retrying: 409, 429, 5xx, connection failures."""
-    if isinstance(error, k8s.ApiException):
-        return error.status in TRANSIENT_STATUSES
-    return isinstance(error, (urllib3.exceptions.HTTPError, ConnectionError))
-
-
-def _retry_after_s(error: BaseException) -> float:
-    headers = getattr(error, "headers", None) or {}
-    try:
-        return float(headers.get("Retry-After", 0))
-    except (TypeError, ValueError):
-        return 0.0
-
-
-def retry_api(
-    call: Callable[[], T],
-    what: str,
-    *,
-    attempts: int = 6,
-    first_delay_s: float = 0.5,
-    max_delay_s: float = 30.0,
-    sleep: Callable[[float], None] = time.sleep,
-) -> T:
-    """`call()`, retried with exponential backoff while it fails transiently (`is_transient`);
-    the last error is raised after `attempts` tries."""
-    delay = first_delay_s
-    for attempt in range(1, attempts + 1):
-        try:
-            return call()
-        except (k8s.ApiException, urllib3.exceptions.HTTPError, ConnectionError) as e:
-            if not is_transient(e) or attempt == attempts:
-                raise
-            wait_s = min(max(delay, _retry_after_s(e)), max_delay_s)
-            logger.warning(
-                "%s failed (%s); retry %d/%d in %.1fs",
-                what,
-                _short(e),
-                attempt,
-                attempts - 1,
-                wait_s,
-            )
-            sleep(wait_s)
-            delay *= 2
-    raise AssertionError("unreachable")
-
-
-def _short(error: BaseException) -> str:
-    if isinstance(error, k8s.ApiException):
-        return f"HTTP {error.status} {error.reason}"
-    return f"{type(error).__name__}: {error}"
-
-
-def default_core_api() -> k8s.CoreV1Api:
-    """A CoreV1Api from the in-cluster service account, else from KUBECONFIG / ~/.kube/config."""
-    from kubernetes import config
-
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
-    return k8s.CoreV1Api()
-
-
-def remove_stale_pods(
-    api: k8s.CoreV1Api,
-    namespace: str = DEFAULT_NAMESPACE,
-    *,
-    run_labels: tuple[str, ...] = (),
-    sleep: Callable[[float], None] = time.sleep,
-) -> list[str]:
-    """Delete env pods whose creating process (on this host) is dead, and every env pod of the
-    given run labels. Returns the names deleted."""
-    pods = retry_api(
-        lambda: api.list_namespaced_pod(
-            namespace, label_selector=RUN_LABEL, _request_timeout=API_TIMEOUT_S
-        ),
-        f"listing pods in {namespace}",
-        sleep=sleep,
-    )
-    removed = []
-    for pod in pods.items:
-        labels = pod.metadata.labels or {}
-        owner = (pod.metadata.annotations or {}).get(OWNER_LABEL)
-        stale = labels.get(RUN_LABEL) in run_labels or (
-            owner is not None and owner_is_alive(owner) is False
-        )
-        if stale and delete_pod(api, pod.metadata.name, namespace, sleep=sleep):
-            removed.append(pod.metadata.name)
-    if removed:
-        logger.info("removed %d stale deepswe pods from %s", len(removed), namespace)
-    return removed
-
-
-def delete_pod(
-    api: k8s.CoreV1Api, name: str, namespace: str, *, sleep: Callable[[float], None] = time.sleep
-) -> bool:
-    """Delete pod `name` at once (no grace period); False if it was already gone."""
-    try:
-        retry_api(
-            lambda: api.delete_namespaced_pod(
-                name,
-                namespace,
-                grace_period_seconds=0,
-                propagation_policy="Background",
-                _request_timeout=API_TIMEOUT_S,
-            ),
-            f"deleting pod {name}",
-            sleep=sleep,
-        )
-    except k8s.ApiException as e:
-        if e.status == 404:
-            return False
-        raise
-    return True
-
-
 # ---------------------------------------------------------------- the runtime
 
 
-class K8sRuntime:
+class K8sRuntime(ExecRuntime):
     """A pod from `image` with the tools installed; same interface as DockerRuntime.
 
     Args:
-      image: the task image, pullable by the cluster's nodes.
+      image: the task image (settings.image_prefix is put before it), pullable by the
+        cluster's nodes.
       run_label: value of the deepswe.run label (a valid label value).
       api: a kubernetes CoreV1Api (default: `default_core_api()`).
-      namespace: where the pod lives; the NetworkPolicy of launch/k8s must be applied there.
-      mem_limit, cpus, ephemeral_storage: requests and limits of the pod.
-      start_timeout_s: how long to wait for the pod to run (scheduling, image pull).
+      settings: namespace, limits and the rest of the pod (K8sPodSettings).
       sleep: the backoff sleep (tests pass a recorder).
     Methods are thread-safe; calls to one pod run one at a time.
     """
@@ -424,55 +165,28 @@ class K8sRuntime:
         *,
         run_label: str,
         api: k8s.CoreV1Api | None = None,
-        namespace: str = DEFAULT_NAMESPACE,
-        mem_limit: str | int = "1g",
-        cpus: float = 1.0,
-        ephemeral_storage: str = "10Gi",
-        image_pull_policy: str = "IfNotPresent",
-        node_selector: Mapping[str, str] | None = None,
-        start_timeout_s: float = START_TIMEOUT_S,
-        active_deadline_s: int = ACTIVE_DEADLINE_S,
+        settings: K8sPodSettings = DEFAULT_POD_SETTINGS,
         name: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ):
-        self.image = image
-        self.run_label = check_label_value(run_label, "run label")
-        self.namespace = namespace
-        self.name = name or pod_name(run_label)
-        self.start_timeout_s = start_timeout_s
+        check_label_value(run_label, "run label")
+        super().__init__(
+            settings.image_prefix + image, run_label=run_label, name=name or pod_name(run_label)
+        )
+        self.settings = settings
+        self.namespace = settings.namespace
         self._api = api
         self._sleep = sleep
         self._owner = owner_label()
-        self._manifest_args = dict(
-            namespace=namespace,
-            mem_limit=mem_limit,
-            cpus=cpus,
-            ephemeral_storage=ephemeral_storage,
-            image_pull_policy=image_pull_policy,
-            node_selector=node_selector,
-            active_deadline_s=active_deadline_s,
-        )
-        self.manifest()  # bad limits or labels fail here, not in start()
         self._lock = threading.Lock()
-        self._close_lock = threading.Lock()
         self._create_attempted = False
         self._created = False
-        self._closed = False
-        self.ready_s: float | None = None
-        install_exit_cleanup()
 
     @property
     def api(self) -> k8s.CoreV1Api:
         if self._api is None:
             self._api = default_core_api()
         return self._api
-
-    def __enter__(self) -> K8sRuntime:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def manifest(self) -> k8s.V1Pod:
         """The pod this runtime creates."""
@@ -481,9 +195,12 @@ class K8sRuntime:
             self.image,
             run_label=self.run_label,
             owner=self._owner,
+            settings=self.settings,
             owner_reference=owner_pod_reference(self.namespace),
-            **self._manifest_args,
         )
+
+    def _where(self) -> str:
+        return f"pod {self.name}"
 
     def _retry(self, call: Callable[[], T], what: str) -> T:
         return retry_api(call, what, sleep=self._sleep)
@@ -502,24 +219,23 @@ class K8sRuntime:
         if self._created:
             return
         started = time.monotonic()
-        install_exit_cleanup()
-        LIVE_RUNTIMES.add(self)
+        self._register()
         self._create_attempted = True
         try:
             self._retry(self._create_once, f"creating pod {self.name}")
             self._created = True
-            self._wait_running(started + self.start_timeout_s)
+            self._wait_running(started + self.settings.start_timeout_s)
             self._install_tools()
         except BaseException as e:
             self.close()
             if is_transient(e):
                 raise EnvironmentUnavailableError(
-                    f"starting pod {self.name} in {self.namespace} kept failing: {_short(e)}"
+                    f"starting pod {self.name} in {self.namespace} kept failing: {short_error(e)}"
                 ) from e
             if isinstance(e, k8s.ApiException) and e.status in (401, 403, 404):
                 raise ClusterAccessError(
                     f"the API refused pod {self.name} in namespace {self.namespace} "
-                    f"({_short(e)}: {e.body}); {ACCESS_HINTS[e.status]}"
+                    f"({short_error(e)}: {e.body}); {ACCESS_HINTS[e.status]}"
                 ) from e
             raise
         self.ready_s = time.monotonic() - started
@@ -574,7 +290,7 @@ class K8sRuntime:
             if remaining <= 0:
                 raise EnvironmentUnavailableError(
                     f"pod {self.name} in {self.namespace} is not running after "
-                    f"{self.start_timeout_s:.0f}s: {describe_pod(pod)}; events: "
+                    f"{self.settings.start_timeout_s:.0f}s: {describe_pod(pod)}; events: "
                     f"{self._events()}"
                 )
             try:
@@ -634,7 +350,7 @@ class K8sRuntime:
                 _request_timeout=API_TIMEOUT_S,
             ).items
         except (k8s.ApiException, urllib3.exceptions.HTTPError) as e:
-            return f"unavailable ({_short(e)})"
+            return f"unavailable ({short_error(e)})"
         return "; ".join(f"{e.reason}: {e.message}" for e in events[-8:]) or "none"
 
     def _install_tools(self) -> None:
@@ -683,7 +399,7 @@ class K8sRuntime:
                 )
             except k8s.ApiException as e:
                 raise EnvironmentUnavailableError(
-                    f"cannot exec in pod {self.name} ({_short(e)}); {self._describe_state()}"
+                    f"cannot exec in pod {self.name} ({short_error(e)}); {self._describe_state()}"
                 ) from None
             stdout = BoundedOutput(max_output) if max_output else bytearray()
             stderr = bytearray()
@@ -738,7 +454,7 @@ class K8sRuntime:
         try:
             pod = self._read_pod_or_none()
         except (k8s.ApiException, urllib3.exceptions.HTTPError) as e:
-            return f"pod state unknown ({_short(e)})"
+            return f"pod state unknown ({short_error(e)})"
         return "the pod no longer exists" if pod is None else describe_pod(pod)
 
     def _put_archive(self, archive: bytes, *, what: str) -> None:
@@ -750,35 +466,17 @@ class K8sRuntime:
         if exit_code != 0:
             raise OSError(f"{what} in pod {self.name} failed (exit code {exit_code}): {stderr}")
 
-    # ------------------------------------------------------------ DockerRuntime's interface
+    # ------------------------------------------------------------ the Runtime interface
 
-    def run(
-        self,
-        cmd: str,
-        *,
-        timeout: float,
-        workdir: str = TESTBED,
-        max_output: int = DEFAULT_MAX_OUTPUT,
-    ) -> ExecResult:
-        """Run `cmd` with `bash -c` in `workdir`; everything it started is killed at `timeout`
-        seconds (then exit_code is None and timed_out True). Output keeps its first and last
-        `max_output // 2` bytes."""
-        return self._run_argv(["bash", "-c", cmd], timeout, workdir, max_output)
-
-    def call_tool(self, name: str, args: Mapping[str, object], *, timeout: float) -> ExecResult:
-        """Run tool `name` (file_editor, execute_bash, search, finish/submit) with R2E-Gym
-        parameters, e.g. {"command": "view", "path": "/testbed"}; values are passed verbatim."""
-        argv = [f"{INSTALL_DIR}/{name}", *tool_argv(name, args)]
-        return self._run_argv(argv, timeout, TESTBED, DEFAULT_MAX_OUTPUT)
-
-    def _run_argv(
-        self, argv: list[str], timeout: float, workdir: str, max_output: int
-    ) -> ExecResult:
+    def _execute(self, command: Command, timeout: float) -> ExecResult:
+        argv = list(command.argv)
+        if command.tool is not None:
+            argv.insert(0, f"{INSTALL_DIR}/{command.tool}")
         started = time.monotonic()
         exit_code, output, _ = self._exec(
-            exec_argv(argv, timeout=timeout, workdir=workdir),
+            exec_argv(argv, timeout=timeout, workdir=command.cwd),
             deadline_s=timeout + SERVER_GRACE_S,
-            max_output=max_output,
+            max_output=command.max_output,
         )
         duration_s = time.monotonic() - started
         # 137 = SIGKILL; at or after the deadline that was `timeout -s KILL`.
@@ -813,35 +511,13 @@ class K8sRuntime:
             raise OSError(f"reading {path} in pod {self.name} failed: {stderr}")
         return file_from_archive(archive, path)
 
-    def diff(self, base_commit: str, *, repo: str = TESTBED, timeout: float = 120.0) -> str:
-        """Everything changed under `repo` since `base_commit`, as a git patch (as
-        DockerRuntime.diff: new files included, ignored files and bytecode caches not).
-
-        Raises:
-          GitDiffError: git failed (no repository at `repo`, unknown base commit, ...).
-        """
-        result = self.run(git_diff_script(base_commit), timeout=timeout, workdir=repo)
-        if result.exit_code != 0:
-            reason = "timed out" if result.timed_out else f"exit code {result.exit_code}"
-            raise GitDiffError(
-                f"git diff against {base_commit} in pod {self.name}:{repo} failed ({reason}): "
-                f"{result.output[-2000:]}"
-            )
-        return self.read_file(PATCH_FILE).decode("utf-8", "surrogateescape")
-
-    def close(self) -> None:
-        """Delete the pod (idempotent, safe from any thread or a signal handler)."""
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
-        LIVE_RUNTIMES.discard(self)
+    def _remove(self) -> None:
         if not self._create_attempted:
             return
         try:
             delete_pod(self.api, self.name, self.namespace, sleep=self._sleep)
         except (k8s.ApiException, urllib3.exceptions.HTTPError) as e:
-            logger.warning("could not delete pod %s: %s", self.name, _short(e))
+            logger.warning("could not delete pod %s: %s", self.name, short_error(e))
 
 
 def _drain(session: Any, stdout: BoundedOutput | bytearray, stderr: bytearray) -> None:
@@ -856,68 +532,22 @@ def _drain(session: Any, stdout: BoundedOutput | bytearray, stderr: bytearray) -
     del stderr[:-8000]
 
 
-def describe_pod(pod: k8s.V1Pod) -> str:
-    """Phase, unmet conditions and container states of a pod, in one line."""
-    status = pod.status
-    if status is None:
-        return "phase unknown"
-    parts = [f"phase {status.phase}"]
-    for condition in status.conditions or ():
-        if condition.status != "True" and (condition.reason or condition.message):
-            parts.append(f"{condition.type} {condition.reason}: {condition.message}")
-    for container in status.container_statuses or ():
-        state = container.state
-        if state is None:
-            continue
-        if state.waiting is not None:
-            parts.append(f"waiting {state.waiting.reason}: {state.waiting.message}")
-        if state.terminated is not None:
-            terminated = state.terminated
-            parts.append(
-                f"terminated {terminated.reason} (exit code {terminated.exit_code}): "
-                f"{terminated.message}"
-            )
-    return ", ".join(parts)
-
-
 # ---------------------------------------------------------------- for EnvPool
 
 
 @dataclass(frozen=True)
 class K8sPodFactory:
-    """Makes K8sRuntimes with shared settings: `EnvPool(runtime_factory=K8sPodFactory(...))`.
+    """Makes K8sRuntimes with shared settings (a `runtime.RuntimeFactory`):
+    `EnvPool(runtime_factory=K8sPodFactory(settings=K8sPodSettings(...)))`.
 
-    `api` defaults to `default_core_api()` (in-cluster service account, else kubeconfig).
-    `image_prefix` is put before each task image, e.g. "registry.example.com/" turns
-    deepswe/datewise:base into registry.example.com/deepswe/datewise:base (where the images
-    were pushed; `launch/k8s_manifests.py --image_prefix` pre-pulls the same names)."""
+    `api` defaults to `default_core_api()` (in-cluster service account, else kubeconfig)."""
 
     api: Any = field(default_factory=default_core_api)
-    namespace: str = DEFAULT_NAMESPACE
-    image_prefix: str = ""
-    mem_limit: str | int = "1g"
-    cpus: float = 1.0
-    ephemeral_storage: str = "10Gi"
-    image_pull_policy: str = "IfNotPresent"
-    node_selector: Mapping[str, str] | None = None
-    start_timeout_s: float = START_TIMEOUT_S
-    active_deadline_s: int = ACTIVE_DEADLINE_S
+    settings: K8sPodSettings = DEFAULT_POD_SETTINGS
 
     def __call__(self, image: str, *, run_label: str) -> K8sRuntime:
-        return K8sRuntime(
-            self.image_prefix + image,
-            run_label=run_label,
-            api=self.api,
-            namespace=self.namespace,
-            mem_limit=self.mem_limit,
-            cpus=self.cpus,
-            ephemeral_storage=self.ephemeral_storage,
-            image_pull_policy=self.image_pull_policy,
-            node_selector=self.node_selector,
-            start_timeout_s=self.start_timeout_s,
-            active_deadline_s=self.active_deadline_s,
-        )
+        return K8sRuntime(image, run_label=run_label, api=self.api, settings=self.settings)
 
     def remove_stale(self, run_labels: tuple[str, ...] = ()) -> list[str]:
         """Delete pods of dead creators on this host and of `run_labels` (see remove_stale_pods)."""
-        return remove_stale_pods(self.api, self.namespace, run_labels=run_labels)
+        return remove_stale_pods(self.api, self.settings.namespace, run_labels=run_labels)

@@ -8,19 +8,26 @@ of dicts, and accepts three row dialects:
 - SWE-bench / SWE-Gym: `instance_id, repo, base_commit, patch, test_patch,
   problem_statement, FAIL_TO_PASS, PASS_TO_PASS, ...` (test lists may be JSON
   strings); `image` (or `docker_image` / `image_name`) defaults to the public
-  SWE-bench evaluation image of the instance.
+  SWE-bench evaluation image of the instance. swebench >= 5 datasets also carry
+  `eval_script`, `log_parser` and `eval_type`, which grading runs and reads
+  (`harness_swebench`). Layout "swebench": conda's `testbed` environment.
 - R2E-Gym-Subset: `repo_name, docker_image, commit_hash, parsed_commit_content
   (JSON), expected_output_json, problem_statement`; the gold patch and test
-  patch are rebuilt from the commit's file contents, and grading compares the
-  parsed test statuses with `expected_output_json`.
-- The shipped suite (tasks/tasks.jsonl): SWE-bench fields plus `image` and
-  `source`, a directory relative to the task file holding the repository at its
-  base state (images are built from it, see `deepswe_jax.env.images`).
+  patch are rebuilt from the commit's file contents (R2E-Gym's test-file rule
+  splits them), the problem statement loses its `[ISSUE]` tags as in R2E-Gym, and
+  grading runs the image's /r2e_tests and compares the status map with
+  `expected_output_json` (`harness_r2egym`). Layout "r2egym": /testbed/.venv.
+- The shipped suite (tasks/tasks.jsonl) and hidden tasks: SWE-bench fields plus
+  `image` and `source`, a directory relative to the task file holding the
+  repository at its base state (images are built from it, see
+  `deepswe_jax.env.images`); `base_commit` may be omitted, it is then derived from
+  the source (`commits.source_commit`). Layout "deepswe": the image's python3.
+
+A row may name its layout (`layout`: one of `layouts.LAYOUTS`) to override the dialect's.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -28,9 +35,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-# R2E-Gym images keep the hidden tests at /r2e_tests and a runner at /testbed/run_tests.sh
-# that runs `pytest -rA r2e_tests`; the tests must be reachable from the repository root.
-R2E_TEST_CMD = "ln -sfn /r2e_tests /testbed/r2e_tests && bash /testbed/run_tests.sh"
+from deepswe_jax.env.commits import CommitError, source_commit
+from deepswe_jax.env.diffs import unified_diff as unified_diff  # re-exported
+from deepswe_jax.env.layouts import LAYOUTS
+from deepswe_jax.env.r2egym_rows import (
+    R2ERowError,
+    r2e_file_diff,
+    r2e_is_test_file,
+    r2e_problem_statement,
+)
 
 # Only "tests": packages named test/ or testing/ are often library code (django.test, numpy.testing).
 TEST_DIR_NAMES = frozenset({"tests"})
@@ -48,7 +61,11 @@ class Task:
     repository root (e.g. "tests/test_parse.py::test_iso_week"). `source` is an
     absolute path after loading (or None when the image comes from a registry).
     `expected_output_json` (R2E-Gym) maps test names to statuses; when set,
-    grading requires the parsed statuses to equal it exactly.
+    grading requires the parsed statuses to equal it exactly. `layout` names the image's
+    layout (`layouts.LAYOUTS`: where its Python environment is and how it is activated).
+    `eval_script`, `log_parser` and `eval_type` are a swebench >= 5 row's own (its eval
+    script, the name of its log parser in swebench's PARSER_REGISTRY, pass_and_fail or
+    fail_only); empty for other rows.
     """
 
     instance_id: str
@@ -66,6 +83,17 @@ class Task:
     hints_text: str = ""
     version: str = ""
     created_at: str = ""
+    layout: str = "deepswe"
+    eval_script: str = ""
+    log_parser: str = ""
+    eval_type: str = ""
+
+    def __post_init__(self):
+        if self.layout not in LAYOUTS:
+            raise TaskFormatError(
+                f"task {self.instance_id}: unknown layout {self.layout!r}; "
+                f"use one of {', '.join(LAYOUTS)}"
+            )
 
     def to_row(self) -> dict[str, Any]:
         """JSON-serializable row (lists for the test ids) that `load_tasks` reads back."""
@@ -111,11 +139,12 @@ def load_tasks(path_or_dataset: Any, *, root: str | os.PathLike | None = None) -
 
     Raises:
       FileNotFoundError: the path does not exist.
-      TaskFormatError: a row is malformed; the message names the row and field.
+      TaskFormatError: a row is malformed (the message names the row and field), or there
+        are no rows.
     """
     if isinstance(path_or_dataset, (str, os.PathLike)):
         path = Path(path_or_dataset).expanduser().resolve()
-        rows = _read_rows(path)
+        rows = read_rows(path)
         base_dir = (
             Path(root).resolve() if root is not None else (path if path.is_dir() else path.parent)
         )
@@ -127,7 +156,17 @@ def load_tasks(path_or_dataset: Any, *, root: str | os.PathLike | None = None) -
             )
         rows = list(path_or_dataset)
         base_dir = Path(root).resolve() if root is not None else Path.cwd()
-    tasks = [task_from_row(row, index=i, base_dir=base_dir) for i, row in enumerate(rows)]
+    if not rows:  # training, evaluation and validation would all "succeed" on nothing
+        source = path if isinstance(path_or_dataset, (str, os.PathLike)) else "the dataset"
+        raise TaskFormatError(
+            f"{source} holds no tasks; give a task file with at least one row (e.g. "
+            "tasks/tasks.jsonl)"
+        )
+    commits: dict[str, str] = {}  # source directory -> its commit, derived once per load
+    tasks = [
+        task_from_row(row, index=i, base_dir=base_dir, commits=commits)
+        for i, row in enumerate(rows)
+    ]
     seen: dict[str, int] = {}
     for i, task in enumerate(tasks):
         if task.instance_id in seen:
@@ -139,10 +178,17 @@ def load_tasks(path_or_dataset: Any, *, root: str | os.PathLike | None = None) -
     return tasks
 
 
-def task_from_row(row: Mapping[str, Any], *, index: int = 0, base_dir: Path | None = None) -> Task:
+def task_from_row(
+    row: Mapping[str, Any],
+    *,
+    index: int = 0,
+    base_dir: Path | None = None,
+    commits: dict[str, str] | None = None,
+) -> Task:
     """Build a `Task` from one SWE-bench, SWE-Gym, R2E-Gym or suite row.
 
-    `index` only names the row in error messages; `base_dir` resolves a relative `source`.
+    `index` only names the row in error messages; `base_dir` resolves a relative `source`;
+    `commits` caches the commits derived for sources (rows with `source` and no base_commit).
     """
     if not isinstance(row, Mapping):
         raise TaskFormatError(f"row {index}: expected a dict of fields, got {type(row).__name__}")
@@ -152,22 +198,27 @@ def task_from_row(row: Mapping[str, Any], *, index: int = 0, base_dir: Path | No
     instance_id = _required_str(row, "instance_id", where)
     image = _first_present(row, ("image", "docker_image", "image_name"))
     expected = _expected_output(row, where)
+    source = _source_dir(row, where, base_dir or Path.cwd())
     task = Task(
         instance_id=instance_id,
         repo=_required_str(row, "repo", where),
-        base_commit=_required_str(row, "base_commit", where),
+        base_commit=_base_commit(row, source, where, {} if commits is None else commits),
         problem_statement=_required_str(row, "problem_statement", where),
         patch=_optional_str(row, "patch", where),
         test_patch=_optional_str(row, "test_patch", where),
         FAIL_TO_PASS=_test_ids(row, "FAIL_TO_PASS", where),
         PASS_TO_PASS=_test_ids(row, "PASS_TO_PASS", where),
         image=str(image) if image else swebench_image_name(instance_id),
-        source=_source_dir(row, where, base_dir or Path.cwd()),
+        source=source,
         test_cmd=_optional_str(row, "test_cmd", where) or None,
         expected_output_json=expected,
         hints_text=_optional_str(row, "hints_text", where),
         version=_optional_str(row, "version", where),
         created_at=_optional_str(row, "created_at", where),
+        layout=_layout(row, "deepswe" if source else "swebench", where),
+        eval_script=_optional_str(row, "eval_script", where),
+        log_parser=_optional_str(row, "log_parser", where),
+        eval_type=_optional_str(row, "eval_type", where),
     )
     if not task.FAIL_TO_PASS and not task.PASS_TO_PASS and expected is None:
         raise TaskFormatError(
@@ -191,8 +242,11 @@ def _task_from_r2e_row(row: Mapping[str, Any], index: int) -> Task:
         raise TaskFormatError(f"{where}: parsed_commit_content has no 'old_commit_hash'")
     code_diffs, test_diffs = [], []
     for diff_index, file_diff in enumerate(commit["file_diffs"]):
-        path, text = _r2e_file_diff(file_diff, f"{where}, file_diffs[{diff_index}]")
-        (test_diffs if is_test_path(path) else code_diffs).append(text)
+        try:
+            path, text = r2e_file_diff(file_diff)
+        except R2ERowError as e:
+            raise TaskFormatError(f"{where}, file_diffs[{diff_index}]: {e}") from e
+        (test_diffs if r2e_is_test_file(path) else code_diffs).append(text)
     expected = _expected_output(row, where)
     if expected is None:
         raise TaskFormatError(
@@ -206,67 +260,22 @@ def _task_from_r2e_row(row: Mapping[str, Any], index: int) -> Task:
         instance_id=str(row.get("instance_id") or f"{repo}__{commit_hash}"),
         repo=repo,
         base_commit=base_commit,
-        problem_statement=_required_str(row, "problem_statement", where),
+        problem_statement=r2e_problem_statement(_required_str(row, "problem_statement", where)),
         patch="".join(code_diffs),
         test_patch="".join(test_diffs),
         FAIL_TO_PASS=_test_ids(row, "FAIL_TO_PASS", where),
         PASS_TO_PASS=_test_ids(row, "PASS_TO_PASS", where),
         image=str(image),
         source=None,
-        test_cmd=_optional_str(row, "test_cmd", where) or R2E_TEST_CMD,
+        test_cmd=_optional_str(row, "test_cmd", where) or None,
         expected_output_json=expected,
         created_at=str(commit.get("commit_date") or ""),
+        layout=_layout(row, "r2egym", where),
     )
 
 
-def _r2e_file_diff(file_diff: Any, where: str) -> tuple[str, str]:
-    """(path, unified diff text) of one R2E-Gym FileDiff, rebuilt from its old/new contents."""
-    if not isinstance(file_diff, Mapping):
-        raise TaskFormatError(f"{where}: expected an object, got {type(file_diff).__name__}")
-    path = None
-    header = file_diff.get("header")
-    if isinstance(header, Mapping) and isinstance(header.get("file"), Mapping):
-        path = header["file"].get("path")
-    for key, prefix in (("plus_file", "b/"), ("minus_file", "a/")):
-        side = file_diff.get(key)
-        if not path and isinstance(side, Mapping) and side.get("path") not in (None, "/dev/null"):
-            path = str(side["path"]).removeprefix(prefix)
-    if not path:
-        raise TaskFormatError(f"{where}: no file path (header.file.path)")
-    old = file_diff.get("old_file_content")
-    new = file_diff.get("new_file_content")
-    if old is None and new is None:
-        raise TaskFormatError(
-            f"{where} ({path}): old_file_content and new_file_content are both missing; "
-            "the patch cannot be rebuilt"
-        )
-    return path, unified_diff(path, old, new)
-
-
-def unified_diff(path: str, old: str | None, new: str | None) -> str:
-    """git-style unified diff of one text file; None content means the file is absent."""
-    old_lines = (old or "").splitlines(keepends=True)
-    new_lines = (new or "").splitlines(keepends=True)
-    if old_lines == new_lines and (old is None) == (new is None):
-        return ""
-    header = [f"diff --git a/{path} b/{path}\n"]
-    if old is None:
-        header.append("new file mode 100644\n")
-    elif new is None:
-        header.append("deleted file mode 100644\n")
-    hunks = []
-    for line in difflib.unified_diff(
-        old_lines,
-        new_lines,
-        fromfile="/dev/null" if old is None else f"a/{path}",
-        tofile="/dev/null" if new is None else f"b/{path}",
-        n=3,
-    ):
-        hunks.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-    return "".join(header + hunks)
-
-
-def _read_rows(path: Path) -> list[Any]:
+def read_rows(path: Path) -> list[Any]:
+    """The rows of a task file (.jsonl, .json, .parquet) or a `datasets` save_to_disk folder."""
     if not path.exists():
         raise FileNotFoundError(f"task file {path} does not exist")
     if path.is_dir():
@@ -398,6 +407,31 @@ def _expected_output(row: Mapping[str, Any], where: str) -> dict | None:
             '(e.g. {"test_add": "PASSED"})'
         )
     return expected
+
+
+def _base_commit(
+    row: Mapping[str, Any], source: str | None, where: str, commits: dict[str, str]
+) -> str:
+    """The row's base_commit; for a row with a local `source` and none, the source's commit."""
+    if row.get("base_commit") not in (None, "") or source is None:
+        return _required_str(row, "base_commit", where)
+    if source not in commits:
+        try:
+            commits[source] = source_commit(source)
+        except CommitError as e:
+            raise TaskFormatError(f"{where}: cannot derive base_commit from {source}: {e}") from e
+    return commits[source]
+
+
+def _layout(row: Mapping[str, Any], default: str, where: str) -> str:
+    layout = row.get("layout") or default
+    if layout not in LAYOUTS:
+        raise TaskFormatError(
+            f"{where}: unknown layout {layout!r}; use one of {', '.join(LAYOUTS)} "
+            "(or leave it out: SWE-bench rows get swebench, R2E-Gym rows r2egym, rows "
+            "with a source deepswe)"
+        )
+    return str(layout)
 
 
 def _source_dir(row: Mapping[str, Any], where: str, base_dir: Path) -> str | None:

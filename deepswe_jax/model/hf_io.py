@@ -2,7 +2,7 @@
 
 HF stores ``nn.Linear`` weights as [out, in]; this model stores einsum layouts [in, *out]
 (e.g. q_proj [e, h, d]) with all layers stacked on a leading axis. ``HF_LAYER_NAMES`` and
-``_to_model_layout`` / ``_to_hf_layout`` are the single place that mapping lives.
+``_to_model_layout`` / ``to_hf_layout`` are the single place that mapping lives.
 
 Loading never holds the whole model on the host: each HF tensor is read (memory-mapped) on its
 own, converted, and placed with its target sharding via ``jax.make_array_from_callback``; a
@@ -95,8 +95,9 @@ def _to_model_layout(param: str, hf_tensor: Any, model_shape: tuple[int, ...]) -
     return hf_tensor.reshape(model_shape)
 
 
-def _to_hf_layout(param: str, tensor: Any, hf_shape: tuple[int, ...]) -> Any:
-    """This model's layout for one layer (or a top-level parameter) -> HF tensor."""
+def to_hf_layout(param: str, tensor: Any, hf_shape: tuple[int, ...]) -> Any:
+    """This model's layout for one layer (or a top-level parameter) -> HF tensor of `hf_shape`
+    (traceable: inference engines' weight sync extracts layers with it inside `jax.jit`)."""
     if param in LINEAR_PARAMS:
         return tensor.reshape(hf_shape[1], hf_shape[0]).T
     return tensor.reshape(hf_shape)
@@ -183,7 +184,7 @@ def load_hf_checkpoint(
     *,
     compute_dtype: jnp.dtype | None = None,
     remat: RematPolicy = "none",
-    attention_impl: str | None = None,
+    attention_impl: str = "xla",
 ) -> Qwen3ForCausalLM:
     """Load an HF Qwen3 directory (config.json + single or sharded safetensors).
 
@@ -285,7 +286,7 @@ def hf_tensor_stream(
     def emit(param: str, value: jax.Array, hf_name: str) -> tuple[str, Any]:
         if dtype is not None:
             value = value.astype(dtype)
-        hf_value = _to_hf_layout(param, value, shapes[hf_name])
+        hf_value = to_hf_layout(param, value, shapes[hf_name])
         return hf_name, (_gather_to_host(hf_value) if to_host else hf_value)
 
     yield emit("embed_tokens", model.embed_tokens[...], EMBED_NAME)

@@ -14,6 +14,9 @@ Training / scoring (full sequences, optionally packed)::
 ``positions`` [b, s] are RoPE positions (default ``arange(s)`` per row); for packed rows they
 restart at 0 in each segment. ``segment_ids`` [b, s] int: a token attends only to earlier tokens
 with the same segment id (causal within the segment); padding can use its own id (e.g. 0).
+``packed=False`` promises one sequence per row from slot 0 (ids > 0, then padding 0), so the
+attention kernel gets sequence lengths instead of segments (model/attention.py; the kernel is
+the constructor's ``attention_impl``).
 
 Incremental decoding (the sampler's API) — everything is functional so both steps jit with
 fixed shapes, and the cache can be donated::
@@ -49,6 +52,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.ad_checkpoint import checkpoint_name
 
+from deepswe_jax.model.attention import AttentionImpl, causal_attention, check_attention_impl
 from deepswe_jax.model.config import Qwen3Config
 from deepswe_jax.parallel.sharding import constrain
 
@@ -280,9 +284,8 @@ class Qwen3ForCausalLM(nnx.Module):
       param_dtype: storage dtype of parameters.
       dtype: compute dtype of activations (logits are returned in float32).
       remat: 'none' | 'full' | 'save_dots' | 'offload' (see ``remat_policy``).
-      attention_impl: passed to ``jax.nn.dot_product_attention`` in the full-sequence forward
-        (None = let JAX choose, 'cudnn' to force the cuDNN flash kernel on GPU, 'xla');
-        ``decode`` uses ``attend_cache_and_new``.
+      attention_impl: the full-sequence forward's attention kernel, 'xla' | 'cudnn' | 'pallas'
+        (model/attention.py); ``decode`` uses ``attend_cache_and_new``.
     """
 
     def __init__(
@@ -293,9 +296,10 @@ class Qwen3ForCausalLM(nnx.Module):
         param_dtype: jnp.dtype = jnp.float32,
         dtype: jnp.dtype = jnp.float32,
         remat: RematPolicy = "none",
-        attention_impl: Literal["xla", "cudnn"] | None = None,
+        attention_impl: AttentionImpl = "xla",
     ):
-        remat_policy(remat)  # validate the name early
+        remat_policy(remat)  # validate the names early
+        check_attention_impl(attention_impl)
         self.config = config
         self.param_dtype = param_dtype
         self.dtype = dtype
@@ -333,29 +337,23 @@ class Qwen3ForCausalLM(nnx.Module):
         logits = jnp.einsum("bse,ev->bsv", hidden, w, preferred_element_type=jnp.float32)
         return constrain(logits, ("batch", "seq", "act_vocab"))
 
-    def _attend(self, q, k, v, mask, is_causal: bool) -> jax.Array:
-        return jax.nn.dot_product_attention(
-            q, k, v, mask=mask, is_causal=is_causal, implementation=self.attention_impl
-        )
-
     def hidden_states(
         self,
         input_ids: jax.Array,
         positions: jax.Array | None = None,
         segment_ids: jax.Array | None = None,
+        *,
+        packed: bool = True,
     ) -> jax.Array:
         """input_ids [b, s] (positions, segment_ids [b, s]) -> [b, s, e] after the final norm."""
         batch, seq = input_ids.shape
         if positions is None:
             positions = jnp.broadcast_to(jnp.arange(seq, dtype=jnp.int32), (batch, seq))
-        mask = None
-        if segment_ids is not None:
-            mask = segment_ids[:, None, :, None] == segment_ids[:, None, None, :]  # [b,1,s,s]
-        config, dtype = self.config, self.dtype
+        config, dtype, impl = self.config, self.dtype, self.attention_impl
 
         def layer(x: jax.Array, p: dict[str, jax.Array]) -> tuple[jax.Array, None]:
             q, k, v = _project_qkv(p, x, positions, config, dtype)
-            attended = self._attend(q, k, v, mask, is_causal=True)
+            attended = causal_attention(q, k, v, segment_ids, impl=impl, packed=packed)
             return _finish_layer(p, x, attended, config, dtype), None
 
         policy = remat_policy(self.remat)
@@ -369,9 +367,11 @@ class Qwen3ForCausalLM(nnx.Module):
         input_ids: jax.Array,
         positions: jax.Array | None = None,
         segment_ids: jax.Array | None = None,
+        *,
+        packed: bool = True,
     ) -> jax.Array:
         """input_ids [b, s] -> logits [b, s, v] float32. See ``hidden_states`` for the arguments."""
-        return self._logits(self.hidden_states(input_ids, positions, segment_ids))
+        return self._logits(self.hidden_states(input_ids, positions, segment_ids, packed=packed))
 
     def init_cache(
         self, batch_size: int, max_length: int, dtype: jnp.dtype | None = None

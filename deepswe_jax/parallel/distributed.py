@@ -3,7 +3,9 @@
 Every process runs the same program (SPMD). A process
 
   * joins the job once, before any other JAX call: `initialize_distributed` (flags, the
-    JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID variables, or SLURM);
+    JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID variables, or SLURM), driving
+    the GPUs listed in JAX_LOCAL_DEVICE_IDS (e.g. '0,1,2,3,4,5,6,7': one process per node, as
+    launch/sweep.py's sbatch lines run it; unset, JAX gives a SLURM task only GPU SLURM_LOCALID);
   * feeds only the rows of each global batch its own devices hold: `process_local_rows`
     (what `jax.make_array_from_process_local_data` expects);
   * shares host data (trajectories) with every other process: `allgather_bytes`.
@@ -17,7 +19,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from typing import TypeVar
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import jax
 import numpy as np
@@ -29,6 +32,45 @@ from deepswe_jax.parallel.mesh import init_distributed
 logger = logging.getLogger(__name__)
 
 Record = TypeVar("Record")
+
+
+LOCAL_DEVICE_IDS_VARIABLE = "JAX_LOCAL_DEVICE_IDS"
+
+
+def local_device_ids(environ: Mapping[str, str] = os.environ) -> list[int] | None:
+    """The accelerators this process drives, from JAX_LOCAL_DEVICE_IDS ('0,1,...'); None: JAX's
+    default (all visible ones, or under SLURM the task's SLURM_LOCALID alone)."""
+    value = environ.get(LOCAL_DEVICE_IDS_VARIABLE, "").strip()
+    if not value:
+        return None
+    try:
+        return [int(part) for part in value.split(",")]
+    except ValueError:
+        raise ValueError(
+            f"{LOCAL_DEVICE_IDS_VARIABLE}={value!r} is not a comma-separated list of device ids; "
+            f"set it like {LOCAL_DEVICE_IDS_VARIABLE}=0,1,2,3,4,5,6,7"
+        ) from None
+
+
+def slurm_initialize_arguments(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """Keyword arguments of `jax.distributed.initialize` in a SLURM job step: JAX reads the node
+    list, task id and task count itself; the local devices come from JAX_LOCAL_DEVICE_IDS.
+
+    Raises ValueError for one task per node on a node with several GPUs and no
+    JAX_LOCAL_DEVICE_IDS: JAX would give each process one GPU (SLURM_LOCALID) and the mesh
+    would lack the others.
+    """
+    devices = local_device_ids(environ)
+    gpus = int(environ.get("SLURM_GPUS_ON_NODE", "0") or 0)
+    tasks_on_node = int(environ.get("SLURM_NTASKS_PER_NODE", "0") or 0)
+    if devices is None and gpus > 1 and tasks_on_node == 1:
+        raise ValueError(
+            f"this SLURM job runs one task per node on {gpus} GPUs, but JAX would give each "
+            f"task only GPU SLURM_LOCALID; export {LOCAL_DEVICE_IDS_VARIABLE}="
+            f"{','.join(map(str, range(gpus)))} before srun (launch/sweep.py's sbatch lines do), "
+            f"or run one task per GPU (--ntasks-per-node={gpus} --gpus-per-task=1)"
+        )
+    return {} if devices is None else {"local_device_ids": devices}
 
 
 def slurm_num_tasks() -> int:
@@ -47,16 +89,19 @@ def initialize_distributed(
 
     Order: explicit arguments (e.g. --coordinator_address/--num_processes/--process_id), then
     JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID, then a SLURM job step of
-    several tasks (`srun`; JAX reads the node list, task id and count itself). CPU processes
-    use gloo collectives. Must run before any other JAX computation. Returns whether it joined.
+    several tasks (`srun`; `slurm_initialize_arguments`). Each process drives the devices of
+    JAX_LOCAL_DEVICE_IDS when set. CPU processes use gloo collectives. Must run before any other
+    JAX computation. Returns whether it joined.
     """
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     explicit = coordinator_address or num_processes or process_id is not None
     if not explicit and "JAX_NUM_PROCESSES" not in os.environ and slurm_num_tasks() > 1:
-        jax.distributed.initialize()  # SLURM: JAX reads the node list, task id and count
+        jax.distributed.initialize(**slurm_initialize_arguments())
         joined = True
     else:
-        joined = init_distributed(coordinator_address, num_processes, process_id)
+        joined = init_distributed(
+            coordinator_address, num_processes, process_id, local_device_ids=local_device_ids()
+        )
     if joined:
         logger.info(
             "process %d of %d: %d local devices, %d in all",

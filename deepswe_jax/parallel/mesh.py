@@ -64,11 +64,13 @@ def init_distributed(
     coordinator_address: str | None = None,
     num_processes: int | None = None,
     process_id: int | None = None,
+    local_device_ids: Sequence[int] | None = None,
 ) -> bool:
     """Join a multi-host JAX job; a no-op for a single process.
 
     Arguments default to the environment variables ``JAX_COORDINATOR_ADDRESS``,
-    ``JAX_NUM_PROCESSES`` and ``JAX_PROCESS_ID``. Must run before any other JAX call.
+    ``JAX_NUM_PROCESSES`` and ``JAX_PROCESS_ID``; ``local_device_ids``: the accelerators this
+    process drives (None: all it sees). Must run before any other JAX call.
     Returns True when ``jax.distributed.initialize`` was called.
     """
     coordinator_address = coordinator_address or os.environ.get("JAX_COORDINATOR_ADDRESS")
@@ -87,5 +89,6 @@ def init_distributed(
         coordinator_address=coordinator_address,
         num_processes=num_processes,
         process_id=process_id,
+        local_device_ids=local_device_ids,
     )
     return True

@@ -8,6 +8,7 @@ compiles once per bucket rather than once per batch.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from deepswe_jax.rl.advantages import GroupStats, compact_filter, compute_advant
 
 @dataclass(frozen=True)
 class MicroBatch:
-    """One forward/backward pass worth of training data; every array is [rows, length].
+    """One forward/backward pass worth of training data; arrays are [rows, length] but one.
 
     input_ids / targets: int32 tokens and the next token to score (input shifted left by one).
     positions: int32 positions within each sequence (restart at 0 for each packed sequence).
@@ -28,6 +29,10 @@ class MicroBatch:
     loss_mask: float32, 1 on targets the policy sampled and trains on.
     advantages: float32, the sequence's advantage on each of its tokens.
     sampler_logprobs: float32, the sampler's log-prob of each target (0 where loss_mask is 0).
+    absent_sequences: float32 [rows]: sequences of the batch left out of every micro-batch for
+      having no loss token (compact-filtered), which a loss dividing by all the batch's
+      sequences still counts (rl/loss.py, sequences='all'); assemble_batch puts their number on
+      the first row of the first micro-batch. Default: zeros.
     """
 
     input_ids: np.ndarray
@@ -37,6 +42,11 @@ class MicroBatch:
     loss_mask: np.ndarray
     advantages: np.ndarray
     sampler_logprobs: np.ndarray
+    absent_sequences: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.absent_sequences is None:
+            object.__setattr__(self, "absent_sequences", np.zeros(self.shape[0], np.float32))
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -81,6 +91,28 @@ class _Sequence:
 
     def __len__(self) -> int:
         return len(self.input_ids)
+
+
+# The Pallas flash kernel tiles rows in blocks of 128 tokens (model/attention.py).
+ROW_LENGTH_MULTIPLE = 128
+
+
+def length_buckets_up_to(maximum: int, step: int | None = None) -> tuple[int, ...]:
+    """Row lengths for `bucket_length` whose last is `maximum` itself (rounded up to a multiple of
+    128), so the longest rows are never padded to the next power of two (36,864 stays 36,864,
+    not 65,536): multiples of `step` below it, or with step None powers of two from 128."""
+    top = -(-maximum // ROW_LENGTH_MULTIPLE) * ROW_LENGTH_MULTIPLE
+    if step is None:
+        below = [1 << n for n in range(7, top.bit_length()) if 1 << n < top]
+    else:
+        below = list(range(step, top, step))
+    return (*below, top)
+
+
+def row_length_buckets(maximum: int, length_buckets: Sequence[int] = ()) -> tuple[int, ...]:
+    """config.rl.length_buckets for rows of at most `maximum` tokens: the given buckets, or for
+    () powers of two up to `maximum` (`length_buckets_up_to`)."""
+    return tuple(length_buckets) or length_buckets_up_to(maximum)
 
 
 def bucket_length(length: int, length_buckets: Sequence[int] | None = None) -> int:
@@ -221,10 +253,14 @@ def assemble_batch(
                 sequences.append(sequence)
 
     rows = _pack_rows(sequences, pack_length)
-    micro_batches = tuple(
+    micro_batches = [
         _fill_micro_batch(rows[start : start + micro_batch_size], micro_batch_size, length_buckets)
         for start in range(0, len(rows), micro_batch_size)
-    )
+    ]
+    if micro_batches:
+        absent = np.zeros(micro_batch_size, np.float32)
+        absent[0] = len(trajectories) - len(sequences)
+        micro_batches[0] = dataclasses.replace(micro_batches[0], absent_sequences=absent)
     slots = sum(mb.input_ids.size for mb in micro_batches)
     stats = BatchStats(
         num_trajectories=len(trajectories),
@@ -239,4 +275,4 @@ def assemble_batch(
         loss_tokens=int(sum((s.loss_mask > 0).sum() for s in sequences)),
         padding_fraction=1.0 - sum(map(len, sequences)) / slots if slots else 0.0,
     )
-    return TrainBatch(micro_batches=micro_batches, stats=stats)
+    return TrainBatch(micro_batches=tuple(micro_batches), stats=stats)

@@ -5,6 +5,16 @@ whole batch, which is what makes gradient accumulation and multi-host reduction 
 
 Token arrays are [batch, seq]; `mask` is the (shifted, compact-filtered) loss mask. A row
 holds one sequence, or several packed ones told apart by `segment_ids` (0 = padding).
+
+Which sequences a per-sequence mode divides by (`sequences`):
+  'all' (DeepSWE): every sequence of the batch, compact-filtered ones included. DeepSWE trained
+    with verl's loss_agg_mode=seq-mean-token-sum, which in rLLM's verl (agentica-project/verl
+    777704a, verl/trainer/ppo/core_algos.py agg_loss) is `mean over rows of (sum of token losses
+    / response_length)`; the rows are every trajectory of the mini-batch, and rLLM's compact
+    filter (rllm/engine/agent_execution_engine.py, overlong_filter) zeroes a row's mask but keeps
+    the row, so it counts in the mean.
+  'trained': only sequences with at least one loss token; larger gradients by
+    N_all / N_trained when compact filtering drops sequences.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ import jax
 import jax.numpy as jnp
 
 LOSS_MODES = ("seq_sum_const", "token_mean", "seq_mean_token_mean")
+SEQUENCE_DENOMINATORS = ("all", "trained")
 # The log-ratio is clamped before exp so one wild token cannot overflow the ratio.
 LOG_RATIO_CLAMP = 20.0
 
@@ -44,24 +55,37 @@ def _token_advantages(advantages: jax.Array, like: jax.Array) -> jax.Array:
     return jnp.broadcast_to(advantages, like.shape).astype(jnp.float32)
 
 
-def sequence_token_counts(
-    mask: jax.Array, segment_ids: jax.Array | None = None
-) -> tuple[jax.Array, jax.Array]:
-    """Loss tokens of each token's sequence [batch, seq], and the number of sequences having any.
+def _sequence_index(segment_ids: jax.Array | None, shape: tuple[int, int]) -> jax.Array:
+    """[batch, seq] id of each token's sequence, unique over the batch (< batch * (seq + 1)).
 
-    Without segment ids each row is one sequence.
-    """
-    is_loss = (mask > 0).astype(jnp.float32)
+    Without segment ids each row is one sequence; with them, segment 0 (padding) of each row
+    gets an id of its own that callers leave out."""
+    batch, seq = shape
     if segment_ids is None:
-        counts = is_loss.sum(axis=-1)  # [batch]
-        return jnp.broadcast_to(counts[:, None], mask.shape), (counts > 0).sum().astype(jnp.float32)
+        return jnp.broadcast_to((jnp.arange(batch) * (seq + 1) + 1)[:, None], shape)
+    # Segment ids are < seq + 1 since a segment holds >= 1 token.
+    return jnp.arange(batch)[:, None] * (seq + 1) + segment_ids
+
+
+def sequence_token_counts(
+    mask: jax.Array, segment_ids: jax.Array | None = None, sequences: str = "trained"
+) -> tuple[jax.Array, jax.Array]:
+    """Loss tokens of each token's sequence [batch, seq], and the number of sequences counted.
+
+    sequences='trained' counts sequences having a loss token; 'all' counts every sequence in the
+    arrays (a row without segment ids, a nonzero segment with segment ids).
+    """
     batch, seq = mask.shape
-    # One id per (row, segment); segment ids are < seq + 1 since a segment holds >= 1 token.
-    sequence_id = jnp.arange(batch)[:, None] * (seq + 1) + segment_ids
-    counts = jax.ops.segment_sum(
-        is_loss.ravel(), sequence_id.ravel(), num_segments=batch * (seq + 1)
-    )
-    return counts[sequence_id], (counts > 0).sum().astype(jnp.float32)
+    is_loss = (mask > 0).astype(jnp.float32)
+    index = _sequence_index(segment_ids, mask.shape).ravel()
+    num_ids = batch * (seq + 1)
+    counts = jax.ops.segment_sum(is_loss.ravel(), index, num_segments=num_ids)
+    if sequences == "trained":
+        counted = counts > 0
+    else:
+        present = jnp.ones_like(is_loss) if segment_ids is None else (segment_ids > 0)
+        counted = jax.ops.segment_sum(present.ravel().astype(jnp.float32), index, num_ids) > 0
+    return counts[index].reshape(mask.shape), counted.sum().astype(jnp.float32)
 
 
 def policy_loss(
@@ -75,6 +99,8 @@ def policy_loss(
     mode: str = "seq_sum_const",
     max_response_len: int | None = None,
     segment_ids: jax.Array | None = None,
+    sequences: str = "all",
+    absent_sequences: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """Clipped-surrogate loss as an unreduced sum and the denominator to divide it by.
 
@@ -83,8 +109,8 @@ def policy_loss(
         (DeepSWE, Dr. GRPO). sum = sum_seqs(token sum / L), denominator = number of sequences.
       token_mean: sum = token-loss sum, denominator = number of loss tokens.
       seq_mean_token_mean: sum = sum_seqs(token sum / tokens in seq), denominator = sequences.
-    Sequences are counted when they have at least one loss token (compact-filtered ones do not
-    count).
+    The number of sequences follows `sequences` (module docstring): 'all' counts every sequence
+    in the arrays plus `absent_sequences`, 'trained' those with a loss token.
 
     Args:
       logprobs: [batch, seq] current policy log-probs of the targets (differentiated).
@@ -93,12 +119,20 @@ def policy_loss(
       mask: [batch, seq] loss mask (0/1).
       max_response_len: the constant L of seq_sum_const (config.agent.max_context).
       segment_ids: [batch, seq] packed-sequence ids (0 = padding), or None for one per row.
+      sequences: 'all' | 'trained' (config.rl.loss_sequences).
+      absent_sequences: sequences of the batch left out of these arrays because they have no
+        loss token (rl.batch.MicroBatch.absent_sequences, summed); counted by 'all' only.
     Returns:
       (loss_sum, denominator), float32 scalars.
     """
     if mode not in LOSS_MODES:
         raise ValueError(
             f"unknown loss mode {mode!r}; set config.rl.loss_mode to one of {LOSS_MODES}"
+        )
+    if sequences not in SEQUENCE_DENOMINATORS:
+        raise ValueError(
+            f"unknown sequence denominator {sequences!r}; set config.rl.loss_sequences to one of "
+            f"{SEQUENCE_DENOMINATORS}"
         )
     if mode == "seq_sum_const" and not max_response_len:
         raise ValueError(
@@ -116,7 +150,9 @@ def policy_loss(
     masked_loss = token_loss * mask
     if mode == "token_mean":
         return masked_loss.sum(), mask.sum()
-    seq_tokens, num_sequences = sequence_token_counts(mask, segment_ids)
+    seq_tokens, num_sequences = sequence_token_counts(mask, segment_ids, sequences)
+    if sequences == "all" and absent_sequences is not None:
+        num_sequences = num_sequences + jnp.sum(absent_sequences).astype(jnp.float32)
     if mode == "seq_sum_const":
         return masked_loss.sum() / max_response_len, num_sequences
     return (masked_loss / jnp.maximum(seq_tokens, 1.0)).sum(), num_sequences

@@ -1,8 +1,9 @@
-"""Train state, AdamW from config, and the sharded update with gradient accumulation.
+"""Train state, AdamW, and the sharded update with gradient accumulation.
 
-One optimizer step over the micro-batches of a `TrainBatch`:
+One optimizer step over the micro-batches of a `TrainBatch` (experiment.make_trainer builds
+the trainer a config describes):
 
-    trainer = Trainer.from_config(config, mesh)
+    trainer = Trainer(model, make_optimizer(OptimizerSettings(lr=1e-6)), LossSettings(), mesh=mesh)
     state = trainer.init_state(params)                    # nnx.State of a Qwen3ForCausalLM
     old = [trainer.logprobs(state.params, mb) for mb in batch.micro_batches]  # if reused
     state, metrics = trainer.step(state, batch.micro_batches, old_logprobs=old)
@@ -30,7 +31,6 @@ from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import optax
 from flax import nnx
@@ -55,40 +55,59 @@ class TrainState:
     opt_state: optax.OptState
 
 
-def learning_rate_schedule(rl: ml_collections.ConfigDict, decay_steps: int = 0) -> optax.Schedule:
-    """Linear warmup from 0 over `rl.warmup_steps`, then constant `rl.lr` (DeepSWE: constant);
-    with `decay_steps` > 0 a cosine decay from `rl.lr` to 0 at step `decay_steps` instead (SFT)."""
-    if decay_steps > 0:
+@dataclasses.dataclass(frozen=True)
+class OptimizerSettings:
+    """AdamW with global-norm clipping (config.rl, or config.sft for SFT).
+
+    grad_clip: global-norm threshold, 0 = off. warmup_steps: linear warmup from 0.
+    decay_steps: > 0 decays the learning rate to 0 by a cosine at that step (SFT); 0 keeps it
+    constant after warmup (DeepSWE).
+    """
+
+    lr: float
+    b1: float = 0.9
+    b2: float = 0.999
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    warmup_steps: int = 0
+    decay_steps: int = 0
+
+
+def learning_rate_schedule(settings: OptimizerSettings) -> optax.Schedule:
+    """Linear warmup from 0 over `warmup_steps`, then constant `lr` (DeepSWE: constant); with
+    `decay_steps` > 0 a cosine decay from `lr` to 0 at step `decay_steps` instead (SFT)."""
+    lr, warmup = settings.lr, settings.warmup_steps
+    if settings.decay_steps > 0:
         return optax.warmup_cosine_decay_schedule(
-            0.0, rl.lr, rl.warmup_steps, max(decay_steps, rl.warmup_steps + 1)
+            0.0, lr, warmup, max(settings.decay_steps, warmup + 1)
         )
-    if rl.warmup_steps > 0:
-        return optax.linear_schedule(0.0, rl.lr, rl.warmup_steps)  # holds rl.lr afterwards
-    return optax.constant_schedule(rl.lr)
+    if warmup > 0:
+        return optax.linear_schedule(0.0, lr, warmup)  # holds lr afterwards
+    return optax.constant_schedule(lr)
 
 
-def make_optimizer(
-    rl: ml_collections.ConfigDict, decay_steps: int = 0
-) -> optax.GradientTransformation:
-    """Global-norm clipping (`rl.grad_clip`, 0 = off) then AdamW with decay on every parameter
+def make_optimizer(settings: OptimizerSettings) -> optax.GradientTransformation:
+    """Global-norm clipping (`grad_clip`, 0 = off) then AdamW with decay on every parameter
     (as torch AdamW in verl, which DeepSWE trained with); learning rate as
-    `learning_rate_schedule(rl, decay_steps)`."""
+    `learning_rate_schedule(settings)`."""
     adamw = optax.adamw(
-        learning_rate_schedule(rl, decay_steps),
-        b1=rl.b1,
-        b2=rl.b2,
-        weight_decay=rl.weight_decay,
+        learning_rate_schedule(settings),
+        b1=settings.b1,
+        b2=settings.b2,
+        weight_decay=settings.weight_decay,
     )
-    if rl.grad_clip > 0:
-        return optax.chain(optax.clip_by_global_norm(rl.grad_clip), adamw)
+    if settings.grad_clip > 0:
+        return optax.chain(optax.clip_by_global_norm(settings.grad_clip), adamw)
     return adamw
 
 
 @dataclasses.dataclass(frozen=True)
 class LossSettings:
-    """The loss hyperparameters of config.rl (and the response budget of config.agent).
+    """The loss hyperparameters (config.rl, and the response budget of config.agent).
 
     max_response_len: the constant of 'seq_sum_const' (config.agent.max_context).
+    sequences: which sequences a per-sequence mode divides by: 'all' (DeepSWE) | 'trained'
+      (rl/loss.py).
     logprob_chunk: sequence positions per chunk of the log-prob computation.
     temperature: the sampler's temperature, so trainer and sampler score the same distribution.
     """
@@ -97,19 +116,9 @@ class LossSettings:
     eps_low: float = 0.2
     eps_high: float = 0.28
     max_response_len: int = 32768
+    sequences: str = "all"
     logprob_chunk: int = 1024
     temperature: float = 1.0
-
-    @classmethod
-    def from_config(cls, config: ml_collections.ConfigDict) -> LossSettings:
-        return cls(
-            mode=config.rl.loss_mode,
-            eps_low=config.rl.eps_low,
-            eps_high=config.rl.eps_high,
-            max_response_len=config.agent.max_context,
-            logprob_chunk=config.rl.logprob_chunk,
-            temperature=config.sampler.temperature,
-        )
 
 
 class MicroBatchLoss(Protocol):
@@ -156,6 +165,8 @@ class PolicyGradientLoss:
             mode=settings.mode,
             max_response_len=settings.max_response_len,
             segment_ids=batch["segment_ids"],
+            sequences=settings.sequences,
+            absent_sequences=batch["absent_sequences"],
         )
         mask = batch["loss_mask"]
         clip = {"eps_low": settings.eps_low, "eps_high": settings.eps_high}
@@ -168,6 +179,11 @@ class PolicyGradientLoss:
             {
                 **{f"policy_{key}": value for key, value in policy.items()},
                 **{f"sampler_{k}": v for k, v in sampler.items() if "clipped" not in k},
+                # |trainer - sampler| logprob per loss token: how far the sampler's numerics
+                # are from the trainer's (same weights; 0 up to float rounding).
+                "sampler_logprob_abs_diff_sum": jnp.where(
+                    mask > 0, jnp.abs(old - batch["sampler_logprobs"]), 0.0
+                ).sum(),
             },
         )
 
@@ -184,6 +200,7 @@ class PolicyGradientLoss:
             "sampler_ratio_mean": float(sums["sampler_ratio_sum"]) / tokens,
             "sampler_ratio_min": float(sums["sampler_ratio_min"]),
             "sampler_ratio_max": float(sums["sampler_ratio_max"]),
+            "sampler_logprob_abs_diff": float(sums["sampler_logprob_abs_diff_sum"]) / tokens,
         }
 
 
@@ -228,7 +245,7 @@ class Trainer:
     Args:
       model: a Qwen3ForCausalLM (real or from nnx.eval_shape); only its structure, dtypes and
         remat policy are used.
-      optimizer: e.g. make_optimizer(config.rl).
+      optimizer: e.g. make_optimizer(OptimizerSettings(...)).
       loss: LossSettings (log-prob chunking and temperature; GRPO++ hyperparameters).
       loss_fn: the per-micro-batch objective; None = GRPO++, PolicyGradientLoss(loss).
       mesh: device mesh (deepswe_jax.parallel.make_mesh); rules: logical->mesh table.
@@ -237,6 +254,9 @@ class Trainer:
         reported.
       trainable: nnx filter of the parameters that train (e.g. lora.LoRAParam); the others get
         no gradient and no optimizer state, and grad_norm / update_norm cover the trainable ones.
+      packed_rows: whether a row may hold several sequences (rl.batch pack_length); False lets
+        the attention kernel take sequence lengths instead of segments (cuDNN), and a
+        micro-batch with a packed row is refused.
     """
 
     def __init__(
@@ -251,8 +271,10 @@ class Trainer:
         learning_rate: optax.Schedule | None = None,
         loss_fn: MicroBatchLoss | None = None,
         trainable: nnx.filterlib.Filter = nnx.Param,
+        packed_rows: bool = True,
     ):
         self.graphdef, params = nnx.split(model, nnx.Param)
+        self.packed_rows = packed_rows
         abstract_params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), params)
         self._abstract_params = abstract_params
         self.trainable = trainable
@@ -275,11 +297,12 @@ class Trainer:
             self._split_trainable(abstract_params)[0], mesh, self.rules
         )
         self.batch_sharding = batch_sharding(mesh, 2, self.rules)
-        abstract_state = jax.eval_shape(self._new_state, abstract_params)
+        # Shapes and dtypes of the train state (no arrays): restore targets of a checkpoint.
+        self.abstract_state = jax.eval_shape(self._new_state, abstract_params)
         self.state_shardings = TrainState(
             step=self._replicated,
             params=self.param_shardings,
-            opt_state=state_shardings(abstract_state.opt_state, mesh, self.rules),
+            opt_state=state_shardings(self.abstract_state.opt_state, mesh, self.rules),
         )
         self._init = jax.jit(self._new_state, out_shardings=self.state_shardings, donate_argnums=0)
         self._zero_grads = jax.jit(
@@ -298,29 +321,6 @@ class Trainer:
             donate_argnums=0,
         )
 
-    @classmethod
-    def from_config(cls, config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
-        """Model structure, dtypes and remat from `config`; AdamW and loss settings from config.rl."""
-        model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
-        model = nnx.eval_shape(
-            lambda: Qwen3ForCausalLM(
-                model_config,
-                rngs=nnx.Rngs(0),
-                param_dtype=jnp.dtype(config.param_dtype),
-                dtype=jnp.dtype(config.compute_dtype),
-                remat=config.remat,
-            )
-        )
-        return cls(
-            model,
-            make_optimizer(config.rl),
-            LossSettings.from_config(config),
-            mesh=mesh,
-            rules=config.sharding_rules,
-            peak_flops_per_device=config.rl.get("peak_flops_per_device"),
-            learning_rate=learning_rate_schedule(config.rl),
-        )
-
     @property
     def _replicated(self) -> NamedSharding:
         return NamedSharding(self.mesh, PartitionSpec())
@@ -337,7 +337,9 @@ class Trainer:
         self, params: nnx.State, batch: dict[str, jax.Array]
     ) -> tuple[jax.Array, jax.Array]:
         model = nnx.merge(self.graphdef, params)
-        hidden = model.hidden_states(batch["input_ids"], batch["positions"], batch["segment_ids"])
+        hidden = model.hidden_states(
+            batch["input_ids"], batch["positions"], batch["segment_ids"], packed=self.packed_rows
+        )
         return token_logprobs(
             hidden,
             model.unembed_matrix().astype(model.dtype),
@@ -437,6 +439,11 @@ class Trainer:
         return jax.make_array_from_process_local_data(self.batch_sharding, array)
 
     def _device_batch(self, micro_batch: MicroBatch) -> dict[str, jax.Array]:
+        if not self.packed_rows and micro_batch.segment_ids.max(initial=0) > 1:
+            raise ValueError(
+                "a micro-batch row holds several packed sequences, but this Trainer was built "
+                "with packed_rows=False (one sequence per row); build it with packed_rows=True"
+            )
         return {name: self._put(array) for name, array in _batch_arrays(micro_batch).items()}
 
     def logprobs(self, params: nnx.State, micro_batch: MicroBatch) -> jax.Array:

@@ -1,7 +1,8 @@
 """Token generation for the agent loop: the `Sampler` protocol and its implementations.
 
-`JaxSampler` (embedded default: continuous batching in this process), `VLLMSampler` (GPU, vLLM
-engine with weights pushed from JAX), `ScriptedSampler` (fixed token scripts, for tests).
+`JaxSampler` (embedded default: continuous batching in this process), `VLLMSampler` (an
+in-process vLLM engine, GPU or CPU build, with weights streamed from JAX), `ScriptedSampler`
+(fixed token scripts, for tests).
 """
 
 from deepswe_jax.sampling.base import Completion, GenerateRequest, Sampler, SamplingParams

@@ -64,6 +64,16 @@ class Sampler(Protocol):
         """Makes the next `generate` calls sample from `params`."""
         ...
 
+    def sleep(self) -> None:
+        """Frees the sampler's accelerator memory while the trainer steps, where it can (a
+        colocated vLLM engine's sleep mode); the next `sync_weights` brings it back. A no-op
+        for samplers that hold no memory worth freeing or cannot free it."""
+        ...
+
+    def wake(self) -> None:
+        """Takes the memory `sleep` freed back without new weights; a no-op where `sleep` is."""
+        ...
+
     def close(self) -> None:
         """Releases devices, engines and threads."""
         ...

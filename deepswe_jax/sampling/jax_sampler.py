@@ -6,7 +6,8 @@ never change, so the decode step compiles once. A background thread runs the loo
   1. admit queued requests into free slots: prompts grouped by padded length (powers of two, at
      least `min_prefill_len`), counts padded to powers of two; each group is prefilled into a
      small cache of its padded length, then copied into its slots of the big cache;
-  2. one decode step for every slot (rows without a request are masked: their cache length stays);
+  2. DECODE_STEPS decode steps for every slot in one device call (rows without a request, or
+     whose request ended within the call, are masked: their cache length stays);
   3. slots whose request hit a stop token or its token budget leave; their callers' futures are
      resolved on their own event loops.
 
@@ -21,6 +22,11 @@ trainer recomputes.
 
 A request generates at most `max_cache_len - len(prompt)` tokens: when the cache row is full it
 ends with finish_reason 'length', as when `max_new_tokens` runs out.
+
+Memory: each slot reserves a whole row of `max_cache_len` positions, so the cache is sized by a
+token budget when one is given (`max_cache_tokens`: slots = budget // max_cache_len, at most
+`max_batch`), and a sampler whose weights and cache would not fit the devices' free memory is
+refused before anything is allocated, with the sizes and what to change.
 """
 
 from __future__ import annotations
@@ -49,6 +55,13 @@ from deepswe_jax.parallel import (
 )
 from deepswe_jax.parallel.sharding import Rules
 from deepswe_jax.sampling.base import Completion, GenerateRequest, SamplingParams
+from deepswe_jax.sampling.memory import cache_shape, free_device_bytes, memory_per_device
+
+# Decode steps per device call: one host round trip per DECODE_STEPS tokens (the per-step round
+# trip dominated small-model decoding). Queued requests join between calls.
+DECODE_STEPS = 8
+# Stop tokens a request may name (Qwen3 chat uses 1-2).
+MAX_STOP_IDS = 8
 
 
 def sample_next_tokens(
@@ -88,8 +101,15 @@ def sample_next_tokens(
     # Sorting the vocabulary is the costly part; skip it when no row truncates (the RL setting).
     truncating = jnp.any((top_p < 1.0) | (top_k > 0))
     candidates = jax.lax.cond(truncating, truncate, lambda s: s, scaled)
-    sampled = jax.random.categorical(key, candidates, axis=-1)
-    tokens = jnp.where(greedy, jnp.argmax(logits, axis=-1), sampled).astype(jnp.int32)
+    argmax = jnp.argmax(logits, axis=-1)
+    # Drawing [b, v] Gumbel noise costs more than the rest of a small model's step: skip it when
+    # every row is greedy.
+    sampled = jax.lax.cond(
+        jnp.all(greedy),
+        lambda: argmax,
+        lambda: jax.random.categorical(key, candidates, axis=-1),
+    )
+    tokens = jnp.where(greedy, argmax, sampled).astype(jnp.int32)
     return tokens, jnp.take_along_axis(logprobs, tokens[:, None], axis=-1)[:, 0]
 
 
@@ -133,17 +153,36 @@ def _decode_step(
     cache: KVCache,
     tokens: jax.Array,
     active: jax.Array,
+    remaining: jax.Array,
+    stop_ids: jax.Array,
     temperature: jax.Array,
     top_p: jax.Array,
     top_k: jax.Array,
     key: jax.Array,
 ) -> tuple[KVCache, jax.Array, jax.Array]:
-    """Feeds tokens [b] (one per row) and samples the next ones; rows with active [b] False keep
-    their cache length. Returns (cache, tokens [b], logprobs [b])."""
+    """DECODE_STEPS decode steps on the device, without a host round trip between them.
+
+    Feeds tokens [b] (one per row) and samples the next ones, step after step. A row stops
+    feeding (its cache length stays) once it sampled one of its stop_ids [b, MAX_STOP_IDS]
+    (-1 pads) or `remaining` [b] tokens, or from the start when active [b] is False; what it
+    samples after that is discarded by the host. Returns (cache, tokens [k, b], logprobs [k, b]).
+    """
     model = nnx.merge(graphdef, state)
-    logits, cache = model.decode(tokens[:, None], cache, num_tokens=active.astype(jnp.int32))
-    next_tokens, logprobs = sample_next_tokens(logits[:, 0], key, temperature, top_p, top_k)
-    return cache, next_tokens, logprobs
+
+    def step(carry, index):
+        cache, tokens, live = carry
+        logits, cache = model.decode(tokens[:, None], cache, num_tokens=live.astype(jnp.int32))
+        step_key = jax.random.fold_in(key, index)
+        next_tokens, logprobs = sample_next_tokens(
+            logits[:, 0], step_key, temperature, top_p, top_k
+        )
+        stopped = jnp.any(next_tokens[:, None] == stop_ids, axis=-1)
+        live = live & (index + 1 < remaining) & ~stopped
+        return (cache, next_tokens, live), (next_tokens, logprobs)
+
+    steps = jnp.arange(DECODE_STEPS, dtype=jnp.int32)
+    (cache, _, _), (tokens, logprobs) = jax.lax.scan(step, (cache, tokens, active), steps)
+    return cache, tokens, logprobs
 
 
 @dataclasses.dataclass(eq=False)
@@ -197,6 +236,10 @@ class JaxSampler:
       rules: logical -> mesh axis table (default `DEFAULT_RULES`).
       min_prefill_len: smallest prompt padding bucket.
       seed: PRNG seed for sampling.
+      max_cache_tokens: token budget of the KV cache; the slots are then
+        min(max_batch, max_cache_tokens // max_cache_len) (None: max_batch slots).
+      free_bytes: bytes each device may still allocate (None: what the device reports,
+        `free_device_bytes`); weights and cache beyond it are refused with a ValueError.
     """
 
     def __init__(
@@ -209,11 +252,21 @@ class JaxSampler:
         rules: Rules = DEFAULT_RULES,
         min_prefill_len: int = 16,
         seed: int = 0,
+        max_cache_tokens: int | None = None,
+        free_bytes: int | None = None,
     ):
         if max_batch < 1 or max_cache_len < 2:
             raise ValueError(
                 f"need max_batch >= 1 and max_cache_len >= 2, got {max_batch} and {max_cache_len}"
             )
+        if max_cache_tokens is not None:
+            if max_cache_tokens < max_cache_len:
+                raise ValueError(
+                    f"a cache budget of {max_cache_tokens:,} tokens holds no slot of "
+                    f"max_cache_len={max_cache_len:,}; raise sampler.max_cache_tokens to at least "
+                    f"{max_cache_len:,}"
+                )
+            max_batch = min(max_batch, max_cache_tokens // max_cache_len)
         self.max_batch = max_batch
         self.max_cache_len = max_cache_len
         config = model.config
@@ -223,6 +276,7 @@ class JaxSampler:
         self._length_buckets = _powers_of_two_up_to(max_cache_len, min_prefill_len)
         self._count_buckets = _powers_of_two_up_to(max_batch)
 
+        self._refuse_what_cannot_fit(model, max_cache_len, free_bytes)
         graphdef, state = nnx.split(model)
         self._state_shardings = state_shardings(state, self._mesh, self._rules)
         self._state_leaves, self._state_treedef = jax.tree.flatten(state)
@@ -232,13 +286,7 @@ class JaxSampler:
             CACHE_LOGICAL_AXES,
             self._mesh,
             self._rules,
-            shape=(
-                config.num_hidden_layers,
-                max_batch,
-                max_cache_len,
-                config.num_key_value_heads,
-                config.head_dim,
-            ),
+            shape=cache_shape(config, max_batch, max_cache_len),
         )
         lengths_sharding = logical_to_sharding(("batch",), self._mesh, self._rules, (max_batch,))
         cache_shardings = KVCache(
@@ -269,6 +317,7 @@ class JaxSampler:
         self._temperature = np.ones(max_batch, np.float32)
         self._top_p = np.ones(max_batch, np.float32)
         self._top_k = np.zeros(max_batch, np.int32)
+        self._stop_ids = np.full((max_batch, MAX_STOP_IDS), -1, np.int32)
 
         self._queue: deque[_Sequence] = deque()
         self._queue_changed = threading.Condition()
@@ -276,6 +325,35 @@ class JaxSampler:
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="jax-sampler", daemon=True)
         self._thread.start()
+
+    def _refuse_what_cannot_fit(
+        self, model: Qwen3ForCausalLM, max_cache_len: int, free_bytes: int | None
+    ) -> None:
+        """Raises ValueError, before anything is allocated, when the weights plus the keys and
+        values would not fit each device's free memory."""
+        weights, cache = memory_per_device(
+            model, slots=self.max_batch, max_cache_len=max_cache_len, mesh=self._mesh,
+            rules=self._rules,
+        )  # fmt: skip
+        device = self._mesh.devices.flat[0]
+        free = free_device_bytes(device) if free_bytes is None else free_bytes
+        if weights + cache <= free:
+            return
+        per_slot = cache / self.max_batch
+        fitting_slots = max(int((free - weights) // per_slot), 0)
+        layers, slots, length, kv_heads, head_dim = cache_shape(
+            model.config, self.max_batch, max_cache_len
+        )
+        raise ValueError(
+            f"JaxSampler needs {(weights + cache) / 1e9:,.1f} GB per device but {device} has "
+            f"{free / 1e9:,.1f} GB free: KV cache {cache / 1e9:,.1f} GB ({slots} slots x "
+            f"{length:,} tokens x {layers} layers x keys and values x {kv_heads} kv heads x "
+            f"{head_dim} x {np.dtype(model.dtype).itemsize} bytes, over "
+            f"{self._mesh.size} device(s)) plus weights {weights / 1e9:,.1f} GB. {fitting_slots} "
+            f"slots fit: set sampler.max_batch={fitting_slots} or sampler.max_cache_tokens="
+            f"{fitting_slots * length:,}, shorten agent.max_context, or shard the sampler over "
+            "more devices"
+        )
 
     @property
     def compilation_count(self) -> int:
@@ -310,6 +388,10 @@ class JaxSampler:
             )
         if min(request.prompt_ids) < 0 or max(request.prompt_ids) >= self.vocab_size:
             raise ValueError(f"prompt token ids must lie in [0, {self.vocab_size})")
+        if len(params.stop_token_ids) > MAX_STOP_IDS:
+            raise ValueError(
+                f"{len(params.stop_token_ids)} stop tokens; JaxSampler takes at most {MAX_STOP_IDS}"
+            )
         if params.max_new_tokens < 0 or not 0.0 < params.top_p <= 1.0 or params.top_k < 0:
             raise ValueError(
                 f"invalid {params}: need max_new_tokens >= 0, 0 < top_p <= 1, top_k >= 0"
@@ -344,6 +426,13 @@ class JaxSampler:
         )
         with self._weights_lock:
             self._state = new_state
+
+    def sleep(self) -> None:
+        """A no-op: the KV cache and weights stay allocated (the trainer and JaxSampler share
+        JAX's memory pool, so there is nothing to hand over)."""
+
+    def wake(self) -> None:
+        """A no-op (see `sleep`)."""
 
     def close(self) -> None:
         """Stops the engine thread; requests still queued or in flight fail with RuntimeError."""
@@ -409,6 +498,8 @@ class JaxSampler:
                     p.top_p,
                     p.top_k,
                 )
+                self._stop_ids[row] = -1
+                self._stop_ids[row, : len(p.stop_token_ids)] = p.stop_token_ids
                 self._slots[row] = sequence
             self._cache, tokens, logprobs = self._prefill(
                 self._state,
@@ -427,20 +518,31 @@ class JaxSampler:
             )
 
     def _decode_once(self) -> None:
+        """DECODE_STEPS tokens for every occupied slot, recorded step by step until each row's
+        request ends (the device stopped feeding it at the same point)."""
+        rows = [row for row, s in enumerate(self._slots) if s is not None]
         active = np.array([s is not None for s in self._slots])
+        remaining = np.array(
+            [0 if s is None else s.budget - len(s.token_ids) for s in self._slots], np.int32
+        )
         self._cache, tokens, logprobs = self._decode(
             self._state,
             self._cache,
             self._next_tokens,
             active,
+            remaining,
+            self._stop_ids,
             self._temperature,
             self._top_p,
             self._top_k,
             self._next_key(),
         )
-        rows = [row for row, s in enumerate(self._slots) if s is not None]
         tokens, logprobs = np.asarray(tokens), np.asarray(logprobs)
-        self._record(rows, tokens[rows], logprobs[rows])
+        for step in range(DECODE_STEPS):
+            rows = [row for row in rows if self._slots[row] is not None]
+            if not rows:
+                break
+            self._record(rows, tokens[step, rows], logprobs[step, rows])
 
     def _record(self, rows: list[int], tokens: np.ndarray, logprobs: np.ndarray) -> None:
         """Appends each row's new token; finished rows are delivered and freed."""

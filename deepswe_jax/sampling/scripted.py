@@ -50,6 +50,12 @@ class ScriptedSampler:
         """Records `params` (the script does not depend on them)."""
         self.weights = params
 
+    def sleep(self) -> None:
+        """Nothing to free."""
+
+    def wake(self) -> None:
+        """Nothing to take back."""
+
     def close(self) -> None:
         self.closed = True
 

@@ -28,19 +28,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from deepswe_jax.env.grading import (
-    DEFAULT_TIMEOUT,
-    PASSING,
-    GradeResult,
-    default_test_cmd,
-    grade_patch,
-    parse_pytest_summary,
-)
+from deepswe_jax.env.grading import DEFAULT_TIMEOUT, GradeResult, grade_patch
+from deepswe_jax.env.harness import PASSING, default_test_cmd, parse_pytest_summary
 from deepswe_jax.env.tasks import Task, is_test_path, unified_diff
 from deepswe_jax.verify.select import CandidateScores
 
 if TYPE_CHECKING:
-    from deepswe_jax.env.pool import RuntimeFactory
+    from deepswe_jax.env.runtime import RuntimeFactory
 
 RAN = frozenset({"resolved", "unresolved"})  # grade statuses of a run whose tests executed
 

@@ -1,7 +1,7 @@
 """Expert trajectories for bootstrapping SFT: a scripted agent solves each task from its gold patch.
 
 The expert works through the real agent loop (`agent.rollout.collect_rollouts`) and the real
-tools, with one of two scripts (`EXPERT_SCRIPTS`):
+tools, with one of two scripts (`EXPERT_SCRIPTS`, config.sft.expert_script):
 
 - "view_edit_test": it views the file the patch touches, applies every hunk with
   `file_editor str_replace` (`agent.scripted_policy`), runs the test files of the task's
@@ -18,18 +18,17 @@ them) and can go straight to `verify.rejection_sampling.select_for_sft` and `rl.
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import os
 import re
 import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import ml_collections
-
 from deepswe_jax.agent.chat import ChatTokenizer
+from deepswe_jax.agent.interface import AgentInterface, DeepSweJaxInterface
 from deepswe_jax.agent.parsing import render_function_call
-from deepswe_jax.agent.rollout import EpisodeSettings, collect_rollouts, initial_messages
+from deepswe_jax.agent.rollout import EpisodeSettings, collect_rollouts
 from deepswe_jax.agent.scripted_policy import (
     REPO_ROOT,
     edit_calls,
@@ -43,7 +42,7 @@ from deepswe_jax.env.tasks import Task
 from deepswe_jax.sampling.scripted import ScriptedSampler
 
 if TYPE_CHECKING:
-    from deepswe_jax.env.pool import EnvPool
+    from deepswe_jax.env.protocols import EnvPoolProtocol
 
 TEST_OUTPUT_LINES = 5  # the tail of the pytest run the expert shows itself
 VIEW_CONTEXT_LINES = 3  # lines shown around the first hunk
@@ -79,12 +78,20 @@ def test_run_reply(task: Task) -> str:
     return _reply("Run the tests of the code I changed.", "execute_bash", {"cmd": command})
 
 
+def check_script(script: str) -> None:
+    """Refuses an expert script that is not one of `EXPERT_SCRIPTS`."""
+    if script not in EXPERT_SCRIPTS:
+        raise ValueError(
+            f"unknown expert script {script!r}; set config.sft.expert_script to one of "
+            f"{EXPERT_SCRIPTS}"
+        )
+
+
 def expert_replies(task: Task, script: str = "view_edit_test") -> list[str]:
     """The expert's assistant replies. "view_edit_test": view around the first hunk, one edit
     per hunk (`scripted_policy.gold_patch_replies`), run the tests, finish. "edit": one minimal
     edit per hunk, finish."""
-    if script not in EXPERT_SCRIPTS:
-        raise ValueError(f"unknown expert script {script!r}; use one of {EXPERT_SCRIPTS}")
+    check_script(script)
     view, *edits, finish = gold_patch_replies(task)
     if script == "edit":
         minimal = [minimal_edit(edit) for edit in parse_unified_diff(task.patch)]
@@ -98,12 +105,15 @@ def expert_sampler(
     tokenizer: ChatTokenizer,
     *,
     script: str = "view_edit_test",
-    prompt: str = "r2e",
+    interface: AgentInterface | None = None,
+    max_steps: int = 0,
 ) -> ScriptedSampler:
-    """A sampler that answers each task's episode (prompt style `prompt`) with
-    `expert_replies(task, script)`, token by token."""
+    """A sampler that answers each task's episode with `expert_replies(task, script)`, token by
+    token; it knows an episode by its first messages under `interface` (ours by default) and
+    `max_steps`."""
+    interface = interface or DeepSweJaxInterface()
     scripts = {
-        tuple(tokenizer.prompt_ids(initial_messages(task, prompt))): [
+        tuple(tokenizer.prompt_ids(interface.initial_messages(task, max_steps=max_steps))): [
             reply_ids(tokenizer, reply) for reply in expert_replies(task, script)
         ]
         for task in tasks
@@ -122,72 +132,50 @@ def expert_sampler(
     return ScriptedSampler(script_for)
 
 
-def expert_config(
-    config: ml_collections.ConfigDict, tasks: Sequence[Task], script: str = "view_edit_test"
-) -> ml_collections.ConfigDict:
-    """`config` with agent.max_steps raised to the longest expert script, so no expert episode
+def expert_settings(
+    settings: EpisodeSettings, tasks: Sequence[Task], script: str = "view_edit_test"
+) -> EpisodeSettings:
+    """`settings` with max_steps raised to the longest expert script, so no expert episode
     stops for max_steps; the token and time budgets stay as configured."""
-    config = ml_collections.ConfigDict(config.to_dict())
     longest = max(len(expert_replies(task, script)) for task in tasks)
-    config.agent.max_steps = max(int(config.agent.max_steps), longest)
-    return config
+    return dataclasses.replace(settings, max_steps=max(settings.max_steps, longest))
 
 
 async def collect_expert_trajectories(
     tasks: Sequence[Task],
-    env_pool: EnvPool,
+    env_pool: EnvPoolProtocol,
     tokenizer: ChatTokenizer,
-    config: ml_collections.ConfigDict,
+    settings: EpisodeSettings,
     *,
     script: str = "view_edit_test",
     output_path: str | os.PathLike | None = None,
     show_progress: bool = True,
 ) -> list[Trajectory]:
-    """One expert episode per task through `env_pool` (the real `EnvPool`, or any object with
-    its interface), graded like rollouts; written to `output_path` as jsonl when given.
+    """One expert episode per task through `env_pool` (the real `EnvPool`, or any
+    EnvPoolProtocol), graded like rollouts; written to `output_path` as jsonl when given.
 
-    `config` is the root config (agent.* token/time limits and prompt style, sampler.*); see
-    `expert_config`. `script`: one of `EXPERT_SCRIPTS`.
-    Episodes that hit a token budget or an environment error come back unresolved and are
-    dropped later by `select_for_sft`.
+    `settings`: the episode limits (token/time budgets, sampling parameters; max_steps is
+    raised by `expert_settings`; the interface and its prompt style are kept). `script`: one of
+    `EXPERT_SCRIPTS`. Episodes that hit a token budget or an environment error come
+    back unresolved and are dropped later by `select_for_sft`.
     """
     if not tasks:
         raise ValueError("no tasks to collect expert trajectories for")
-    prompt = EpisodeSettings.from_config(config).prompt
+    settings = expert_settings(settings, tasks, script)
+    sampler = expert_sampler(
+        tasks, tokenizer, script=script, interface=settings.interface, max_steps=settings.max_steps
+    )
     return await collect_rollouts(
         tasks,
         1,
         env_pool,
-        expert_sampler(tasks, tokenizer, script=script, prompt=prompt),
+        sampler,
         tokenizer,
-        expert_config(config, tasks, script),
+        settings,
         policy_version=0,
         output_path=output_path,
         show_progress=show_progress,
     )
-
-
-def run_expert(
-    config: ml_collections.ConfigDict,
-    tasks: Sequence[Task],
-    *,
-    script: str = "view_edit_test",
-    output_path: str | os.PathLike | None = None,
-    run_label: str = "expert",
-) -> list[Trajectory]:
-    """`collect_expert_trajectories` through the `EnvPool` of config.env (Docker, building missing
-    images, or Kubernetes pods per config.env.backend), with the tokenizer of config.tokenizer."""
-    from deepswe_jax.experiment import load_tokenizer, make_env_pool
-
-    tokenizer = load_tokenizer(config)
-
-    async def collect() -> list[Trajectory]:
-        async with make_env_pool(config, run_label) as pool:
-            return await collect_expert_trajectories(
-                tasks, pool, tokenizer, config, script=script, output_path=output_path
-            )
-
-    return asyncio.run(collect())
 
 
 def tool_call_success_rate(trajectories: Sequence[Trajectory]) -> float:

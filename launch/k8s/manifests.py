@@ -11,7 +11,7 @@
   Job                the training run, as deepswe-trainer, with its pod's name and uid in
                      DEEPSWE_POD_* so env pods are garbage-collected with it
 
-The env pods themselves are made by `deepswe_jax.env.k8s_runtime.pod_manifest`; the
+The env pods themselves are made by `deepswe_jax.env.k8s_pods.pod_manifest`; the
 NetworkPolicy only takes effect with a network plugin that enforces policies (Calico,
 Cilium, kindnet >= 0.24, ...).
 """
@@ -24,11 +24,12 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s
 
-from deepswe_jax.env.k8s_runtime import (
+from deepswe_jax.env.k8s_pods import (
     DEFAULT_NAMESPACE,
     ENV_ROLE,
     OWNER_POD_ENV,
     ROLE_LABEL,
+    K8sPodSettings,
     pod_manifest,
 )
 
@@ -175,11 +176,15 @@ def training_job(
     workdir_claim: str | None = None,
     workdir_mount: str = "/runs",
     labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> k8s.V1Job:
     """A Job that runs `command` once (no restarts, no retries: the run resumes from its
-    checkpoint when started again) as deepswe-trainer, so it may create env pods.
+    checkpoint when started again) as deepswe-trainer, so it may create env pods, with its
+    pod's name and uid in DEEPSWE_POD_* so env pods are garbage-collected with it. The one Job
+    builder: the cluster manifests' training Job and launch/sweep.py's Jobs.
 
-    workdir_claim: a PersistentVolumeClaim mounted at `workdir_mount` for checkpoints/logs."""
+    workdir_claim: a PersistentVolumeClaim mounted at `workdir_mount` for checkpoints/logs.
+    labels / annotations: added to the Job's metadata (labels to its pod's too)."""
     labels = {APP_LABEL: "deepswe-jax", **(labels or {})}
     env = [
         k8s.V1EnvVar(
@@ -216,7 +221,12 @@ def training_job(
     return k8s.V1Job(
         api_version="batch/v1",
         kind="Job",
-        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace, labels=labels),
+        metadata=k8s.V1ObjectMeta(
+            name=name,
+            namespace=namespace,
+            labels=labels,
+            annotations=dict(annotations) if annotations else None,
+        ),
         spec=k8s.V1JobSpec(
             backoff_limit=0,
             template=k8s.V1PodTemplateSpec(
@@ -260,7 +270,7 @@ def cluster_manifests(
         images[0],
         run_label="example",
         owner="example-host:1234:5678",
-        namespace=namespace_name,
+        settings=K8sPodSettings(namespace=namespace_name),
     )
     return {
         "00-namespace.yaml": [namespace(namespace_name)],

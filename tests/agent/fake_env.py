@@ -81,7 +81,8 @@ class FakeEnv:
 
 @dataclass
 class FakeEnvPool:
-    """Counts acquisitions/releases; grades 1.0 when calc.py holds the fix."""
+    """Counts acquisitions/releases; grades 1.0 when calc.py holds the fix (an
+    env.protocols.EnvPoolProtocol: episodes run once, no retries)."""
 
     step_delay_s: float = 0.0
     fail_at_step: int | None = None
@@ -112,3 +113,12 @@ class FakeEnvPool:
         return FakeGrade(
             task.instance_id, "resolved" if resolved else "unresolved", float(resolved)
         )
+
+    async def run_with_retries(self, episode, *, failed, name: str = "episode"):
+        return await episode()  # no infrastructure to fail
+
+    def metrics(self) -> dict[str, float]:
+        return {"envs/started": self.acquired, "envs/graded": len(self.graded)}
+
+    async def close(self) -> None:
+        pass

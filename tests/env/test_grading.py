@@ -10,15 +10,11 @@ from dataclasses import dataclass, field
 import docker
 import pytest
 
-from deepswe_jax.env.docker_runtime import RUN_LABEL, DockerRuntime, remove_stale_containers
-from deepswe_jax.env.grading import (
-    GradeResult,
-    check_tasks,
-    format_checks,
-    grade_patch,
-    parse_pytest_summary,
-    r2e_status_map,
-)
+from deepswe_jax.env.docker_runtime import DockerRuntime, remove_stale_containers
+from deepswe_jax.env.grading import GradeResult, check_tasks, format_checks, grade_patch
+from deepswe_jax.env.harness import parse_pytest_summary
+from deepswe_jax.env.harness_r2egym import r2e_status_map
+from deepswe_jax.env.ownership import RUN_LABEL
 from deepswe_jax.env.tasks import unified_diff
 
 PYTEST_LOG = textwrap.dedent(
@@ -70,11 +66,18 @@ def test_parse_pytest_summary_without_summary_is_empty():
     ) == {"t.py::a": "PASSED"}
 
 
-def test_r2e_status_map_uses_r2e_keys():
-    statuses = r2e_status_map(PYTEST_LOG)
-    assert statuses["TestThing.test_method"] == "PASSED"
-    assert statuses["test_bad"] == "FAILED"
-    assert statuses["test_param[a b-c d]"] == "PASSED"
+def test_r2e_status_map_is_r2e_gyms_parse_log_pytest():
+    # r2egym/repo_analysis/execution_log_parser.py: PASSED / FAILED / ERROR only, keyed by the
+    # node id without its file, "::" -> ".", cut at " - " (even inside brackets, as R2E-Gym does).
+    assert r2e_status_map(PYTEST_LOG) == {
+        "test_ok": "PASSED",
+        "test_param[a b-c d]": "PASSED",
+        "TestThing.test_method": "PASSED",
+        "test_bad": "FAILED",
+        "test_param[x": "FAILED",
+        "test_setup_error": "ERROR",
+        "test_teardown_error": "ERROR",
+    }
 
 
 def test_gold_patch_resolves_and_report_matches_swebench(tiny_task, docker_client, run_label):
@@ -90,6 +93,7 @@ def test_gold_patch_resolves_and_report_matches_swebench(tiny_task, docker_clien
             "patch_exists": True,
             "patch_successfully_applied": True,
             "resolved": True,
+            "infra_failure": False,
             "tests_status": result.tests_status,
         }
     }

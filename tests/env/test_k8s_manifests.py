@@ -10,8 +10,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from deepswe_jax.env.docker_runtime import RUN_LABEL
-from deepswe_jax.env.k8s_runtime import OWNER_POD_ENV, ROLE_LABEL, K8sRuntime
+from deepswe_jax.env.k8s_pods import OWNER_POD_ENV, ROLE_LABEL, K8sPodSettings
+from deepswe_jax.env.k8s_runtime import K8sRuntime
+from deepswe_jax.env.ownership import RUN_LABEL
 from deepswe_jax.env.tasks import load_tasks
 from launch.k8s.manifests import (
     TRAINER_ACCOUNT,
@@ -97,7 +98,8 @@ def test_network_policy_denies_all_traffic_of_every_env_pod():
 
 
 def test_env_pod_has_requests_equal_limits_and_never_restarts():
-    pod = to_plain(K8sRuntime("img", run_label="r", api=object(), mem_limit="3g").manifest())
+    settings = K8sPodSettings(mem_limit="3g")
+    pod = to_plain(K8sRuntime("img", run_label="r", api=object(), settings=settings).manifest())
     container = pod["spec"]["containers"][0]
     assert pod["spec"]["restartPolicy"] == "Never"
     assert container["resources"]["requests"] == container["resources"]["limits"]

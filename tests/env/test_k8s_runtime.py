@@ -30,27 +30,21 @@ from websocket import WebSocketConnectionClosedException
 
 from configs import tiny
 from deepswe_jax import experiment
-from deepswe_jax.env import k8s_runtime
-from deepswe_jax.env.docker_runtime import (
-    LIVE_RUNTIMES,
-    OWNER_LABEL,
-    RUN_LABEL,
-    EnvironmentUnavailableError,
-    MissingImageError,
-    owner_label,
-)
+from deepswe_jax.env import k8s_pods, k8s_runtime
+from deepswe_jax.env.k8s_pods import POD_INIT, K8sPodSettings, remove_stale_pods
 from deepswe_jax.env.k8s_runtime import (
     EXEC_WRAPPER,
-    POD_INIT,
     ClusterAccessError,
     K8sPodFactory,
     K8sRuntime,
     exec_argv,
     file_archive,
     file_from_archive,
-    remove_stale_pods,
 )
+from deepswe_jax.env.ownership import LIVE_RUNTIMES, OWNER_LABEL, RUN_LABEL, owner_label
+from deepswe_jax.env.placement import FactoryPlacement
 from deepswe_jax.env.pool import EnvPool
+from deepswe_jax.env.runtime import EnvironmentUnavailableError, MissingImageError
 
 NAMESPACE = "deepswe-test"
 TIMEOUT = 30
@@ -331,14 +325,13 @@ class Sleeps(list):
         self.append(seconds)
 
 
-def make_runtime(api, sleeps=None, **kwargs) -> K8sRuntime:
+def make_runtime(api, sleeps=None, **settings) -> K8sRuntime:
     return K8sRuntime(
         "registry.example/deepswe/tinycalc:base",
         run_label="pytest-k8s",
         api=api,
-        namespace=NAMESPACE,
+        settings=K8sPodSettings(namespace=NAMESPACE, **settings),
         sleep=sleeps if sleeps is not None else Sleeps(),
-        **kwargs,
     )
 
 
@@ -371,7 +364,9 @@ def test_bad_settings_fail_at_construction_with_what_to_do():
     with pytest.raises(ValueError, match="not a valid Kubernetes label value"):
         K8sRuntime("img", run_label="has space", api=FakeCoreV1Api())
     with pytest.raises(ValueError, match="memory limit"):
-        K8sRuntime("img", run_label="ok", api=FakeCoreV1Api(), mem_limit="lots")
+        K8sRuntime(
+            "img", run_label="ok", api=FakeCoreV1Api(), settings=K8sPodSettings(mem_limit="lots")
+        )
 
 
 # ---------------------------------------------------------------- retries
@@ -643,7 +638,9 @@ def test_remove_stale_pods_by_run_label_and_dead_owner():
     }
     for name, (run, owner) in pods.items():
         api.add_pod(
-            k8s_runtime.pod_manifest(name, "img", run_label=run, owner=owner, namespace=NAMESPACE)
+            k8s_pods.pod_manifest(
+                name, "img", run_label=run, owner=owner, settings=K8sPodSettings(NAMESPACE)
+            )
         )
     api.failures["delete_namespaced_pod"] = [api_error(429, "TooManyRequests")]
     sleeps = Sleeps()
@@ -757,7 +754,7 @@ def test_diff_holds_edits_and_new_files(pod, tiny_task):
 
 
 def test_env_pool_runs_episodes_on_the_kubernetes_runtime(container_api, tiny_task, run_label):
-    factory = K8sPodFactory(api=container_api, namespace=NAMESPACE)
+    factory = K8sPodFactory(api=container_api, settings=K8sPodSettings(NAMESPACE))
 
     async def episode():
         async with EnvPool(
@@ -779,7 +776,7 @@ def test_env_pool_runs_episodes_on_the_kubernetes_runtime(container_api, tiny_ta
 
 
 def test_env_pool_grades_in_pods_of_its_kubernetes_factory(container_api, tiny_task, run_label):
-    factory = K8sPodFactory(api=container_api, namespace=NAMESPACE)
+    factory = K8sPodFactory(api=container_api, settings=K8sPodSettings(NAMESPACE))
     wrong = tiny_task.patch.replace("+    return a + b", "+    return a * b")  # applies, no fix
     first_pod = len(container_api.called("create_namespaced_pod"))
 
@@ -839,7 +836,7 @@ def test_a_configs_kubeconfig_and_context_choose_the_cluster(tmp_path):
     config = kubernetes_config(kubeconfig=str(kubeconfig), context="gpu", namespace="swe")
     factory = experiment.kubernetes_pod_factory(config)
     assert factory.api.api_client.configuration.host == "https://gpu-cluster.example:6443"
-    assert (factory.namespace, factory.mem_limit, factory.cpus) == ("swe", "1g", 1.0)
+    assert factory.settings == K8sPodSettings(namespace="swe", mem_limit="1g", cpus=1.0)
     config.env.kubernetes.context = ""  # the file's current context
     host = experiment.kubernetes_pod_factory(config).api.api_client.configuration.host
     assert host == "https://local.example:6443"
@@ -868,7 +865,7 @@ def test_a_config_with_backend_kubernetes_runs_episodes_and_grading_in_pods(
         clusters.append((kubeconfig, context))
         return container_api
 
-    monkeypatch.setattr(experiment, "kubernetes_api", fake_cluster)
+    monkeypatch.setattr(experiment.env, "kubernetes_api", fake_cluster)
     pulled = "registry.example/" + tiny_task.image  # what the nodes would pull
     docker_client.images.get(tiny_task.image).tag(pulled)
     first_pod = len(container_api.called("create_namespaced_pod"))
@@ -896,7 +893,8 @@ def test_a_config_with_backend_kubernetes_runs_episodes_and_grading_in_pods(
     finally:
         docker_client.images.remove(pulled)
     assert clusters == [("/etc/deepswe/kubeconfig", "gpu")]
-    assert pool.hosts is None and not pool.build_images  # no Docker engine, no image builds
+    # no Docker engine, no image builds
+    assert isinstance(pool.placement, FactoryPlacement) and not pool.build_images
     assert "from-config" in step.observation and step.exit_code == 0
     assert grade.status == "resolved", grade.test_log
     pods = [call["body"] for call in container_api.called("create_namespaced_pod")[first_pod:]]
@@ -936,9 +934,8 @@ def test_real_cluster_end_to_end():
     namespace = os.environ.get("DEEPSWE_K8S_NAMESPACE", "deepswe")
     image = os.environ.get("DEEPSWE_K8S_TEST_IMAGE", "deepswe/base:dev")
     label = f"pytest-{uuid.uuid4().hex[:10]}"
-    runtime = K8sRuntime(
-        image, run_label=label, api=api, namespace=namespace, image_pull_policy="IfNotPresent"
-    )
+    settings = K8sPodSettings(namespace=namespace, image_pull_policy="IfNotPresent")
+    runtime = K8sRuntime(image, run_label=label, api=api, settings=settings)
     try:
         runtime.start()
         assert runtime.run("echo hi; exit 4", timeout=TIMEOUT, workdir="/").exit_code == 4

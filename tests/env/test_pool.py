@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from deepswe_jax.env import observation
-from deepswe_jax.env.docker_runtime import RUN_LABEL
+from deepswe_jax.env.ownership import RUN_LABEL
 from deepswe_jax.env.pool import EnvPool
 from tests.env.test_grading import LabelledDockerFactory, container_events
 

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from deepswe_jax.env.commits import source_commit
 from deepswe_jax.env.tasks import (
-    R2E_TEST_CMD,
     TaskFormatError,
     is_test_path,
     load_tasks,
@@ -179,7 +179,8 @@ def test_r2e_gym_row_rebuilds_patches_that_apply(tmp_path):
     assert task.instance_id == "calc__" + "b" * 40
     assert task.base_commit == "a" * 40 and task.image.startswith("namanjain12/calc_final:")
     assert task.expected_output_json == {"test_add": "PASSED"}
-    assert task.test_cmd == R2E_TEST_CMD and task.FAIL_TO_PASS == () and task.PASS_TO_PASS == ()
+    assert task.test_cmd is None and task.FAIL_TO_PASS == () and task.PASS_TO_PASS == ()
+    assert task.layout == "r2egym"
     assert "calc.py" in task.patch and "tests/" not in task.patch
     assert "tests/test_calc.py" in task.test_patch and "calc.py b/calc.py" not in task.test_patch
     (tmp_path / "calc.py").write_text(OLD_CODE)
@@ -275,6 +276,18 @@ def test_bad_files(tmp_path):
         load_tasks([SWEBENCH_ROW, SWEBENCH_ROW])
 
 
+def test_a_task_source_without_tasks_is_refused(tmp_path):
+    """An empty task file used to give "0/0 tasks ok" and exit 0 (issue 17)."""
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "blank.jsonl").write_text("\n  \n")
+    (tmp_path / "empty.json").write_text("[]")
+    for name in ("empty.jsonl", "blank.jsonl", "empty.json"):
+        with pytest.raises(TaskFormatError, match=f"{name} holds no tasks"):
+            load_tasks(tmp_path / name)
+    with pytest.raises(TaskFormatError, match="the dataset holds no tasks"):
+        load_tasks([])
+
+
 @pytest.mark.parametrize(
     ("path", "expected"),
     [
@@ -293,3 +306,41 @@ def test_bad_files(tmp_path):
 )
 def test_is_test_path(path, expected):
     assert is_test_path(path) is expected
+
+
+def test_r2e_row_new_files_issue_tags_and_test_file_rule_follow_r2e_gym():
+    row = r2e_row()
+    commit = json.loads(row["parsed_commit_content"])
+    # R2E-Gym leaves old_file_content "" for a new file (FileDiff.is_new); its test-file rule
+    # counts test/ and Tests/ folders too.
+    commit["file_diffs"][1]["old_file_content"] = ""
+    commit["file_diffs"].append(
+        {
+            "header": {
+                "file": {"path": "pkg/Tests/helpers.py"},
+                "misc_line": "new file mode 100644",
+            },
+            "minus_file": {"path": "/dev/null"},
+            "plus_file": {"path": "b/pkg/Tests/helpers.py"},
+            "old_file_content": "",
+            "new_file_content": "HELPER = 1\n",
+        }
+    )
+    row["parsed_commit_content"] = json.dumps(commit)
+    row["problem_statement"] = "Title\n[ISSUE]\nadd subtracts\n[/ISSUE]\ntrailer"
+    (task,) = load_tasks([row])
+    assert task.problem_statement == "\nadd subtracts\n"
+    assert "--- /dev/null\n+++ b/tests/test_calc.py" in task.test_patch
+    assert "new file mode 100644\n--- /dev/null\n+++ b/pkg/Tests/helpers.py" in task.test_patch
+    assert "Tests/" not in task.patch and "calc.py" in task.patch
+
+
+def test_row_with_source_and_no_base_commit_gets_the_source_commit(suite_dir):
+    (suite_dir / "repos" / "mini" / "mini.py").write_text("x = 1\n")
+    rows = [suite_row("mini-1", base_commit=None), suite_row("mini-2", base_commit="")]
+    tasks = load_tasks(rows, root=suite_dir)
+    expected = source_commit(suite_dir / "repos" / "mini")
+    assert [task.base_commit for task in tasks] == [expected, expected]
+    assert tasks[0].layout == "deepswe"
+    with pytest.raises(TaskFormatError, match=r"row 0 .*unknown layout 'conda'"):
+        load_tasks([suite_row(layout="conda")], root=suite_dir)

@@ -3,7 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from deepswe_jax.rl.loss import LOSS_MODES, policy_loss, ratio_metrics
+from deepswe_jax.rl.loss import LOSS_MODES, SEQUENCE_DENOMINATORS, policy_loss, ratio_metrics
 
 EPS_LOW, EPS_HIGH, MAX_LEN = 0.2, 0.28, 64
 
@@ -51,8 +51,9 @@ def sequences_of(mask, segment_ids):
     return out
 
 
-def numpy_loss(logprobs, old, advantages, mask, segment_ids, mode):
-    """Plain NumPy: returns (sum, denominator) and d(sum)/d(logprobs)."""
+def numpy_loss(logprobs, old, advantages, mask, segment_ids, mode, sequences="all", absent=0):
+    """Plain NumPy: returns (sum, denominator) and d(sum)/d(logprobs). sequences='all' counts
+    every sequence (and `absent` more), 'trained' those with a loss token."""
     adv = advantages[:, None] * np.ones_like(mask) if advantages.ndim == 1 else advantages
     ratio = np.exp(np.clip(logprobs.astype(np.float64) - old, -20, 20))
     surrogate = np.maximum(-adv * ratio, -adv * np.clip(ratio, 1 - EPS_LOW, 1 + EPS_HIGH))
@@ -64,6 +65,7 @@ def numpy_loss(logprobs, old, advantages, mask, segment_ids, mode):
     for member in sequences_of(mask, segment_ids):
         tokens = mask[member].sum()
         if tokens == 0:
+            num_sequences += sequences == "all"
             continue
         num_sequences += 1
         if mode == "seq_sum_const":
@@ -74,15 +76,17 @@ def numpy_loss(logprobs, old, advantages, mask, segment_ids, mode):
         weights = mask.astype(np.float64)
         denominator = mask.sum()
     else:
-        denominator = num_sequences
+        denominator = num_sequences + (absent if sequences == "all" else 0)
     return (surrogate * weights).sum(), denominator, token_grad * weights
 
 
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("packed", [False, True], ids=["row_per_sequence", "packed"])
+@pytest.mark.parametrize("sequences", SEQUENCE_DENOMINATORS)
 @pytest.mark.parametrize("mode", LOSS_MODES)
-def test_loss_and_gradient_match_numpy(mode, packed, seed):
+def test_loss_and_gradient_match_numpy(mode, sequences, packed, seed):
     logprobs, old, advantages, mask, segment_ids = random_batch(seed, packed=packed)
+    absent = np.array([2.0, 0.0, 1.0, 0.0, 0.0], np.float32)  # left out of the arrays
 
     def loss_sum(lp):
         return policy_loss(
@@ -93,20 +97,25 @@ def test_loss_and_gradient_match_numpy(mode, packed, seed):
             mode=mode,
             max_response_len=MAX_LEN,
             segment_ids=segment_ids,
+            sequences=sequences,
+            absent_sequences=absent,
         )
 
     total, denominator = loss_sum(logprobs)
     grad = jax.grad(lambda lp: loss_sum(lp)[0])(logprobs)
     want_total, want_denominator, want_grad = numpy_loss(
-        logprobs, old, advantages, mask, segment_ids, mode
+        logprobs, old, advantages, mask, segment_ids, mode, sequences, absent.sum()
     )
     np.testing.assert_allclose(total, want_total, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(denominator, want_denominator, rtol=1e-6)
     np.testing.assert_allclose(grad, want_grad, rtol=1e-4, atol=1e-6)
 
 
-def test_gradient_equals_jnp_restatement():
-    """Restated as DeepSWE writes it: -min(rA, clip(r)A) summed per sequence / L, mean over seqs."""
+@pytest.mark.parametrize("sequences", SEQUENCE_DENOMINATORS)
+def test_gradient_equals_jnp_restatement(sequences):
+    """Restated as DeepSWE's verl computes it (agentica-project/verl core_algos.agg_loss,
+    seq-mean-token-sum): -min(rA, clip(r)A) summed per row / L, mean over all rows ('all'; the
+    compact-filtered row 1 counts) or over the rows with a loss token ('trained')."""
     logprobs, old, advantages, mask, _ = random_batch(7)
 
     def restated(lp):
@@ -114,17 +123,37 @@ def test_gradient_equals_jnp_restatement():
         a = advantages[:, None]
         objective = jnp.minimum(r * a, jnp.clip(r, 1 - EPS_LOW, 1 + EPS_HIGH) * a)
         per_sequence = (-objective * mask).sum(-1) / MAX_LEN
+        if sequences == "all":
+            return per_sequence.mean()
         counted = mask.sum(-1) > 0
         return jnp.where(counted, per_sequence, 0.0).sum() / counted.sum()
 
     def ours(lp):
-        total, denominator = policy_loss(lp, old, advantages, mask, max_response_len=MAX_LEN)
+        total, denominator = policy_loss(
+            lp, old, advantages, mask, max_response_len=MAX_LEN, sequences=sequences
+        )
         return total / denominator
 
     np.testing.assert_allclose(ours(logprobs), restated(logprobs), rtol=1e-6)
     np.testing.assert_allclose(
         jax.grad(ours)(logprobs), jax.grad(restated)(logprobs), rtol=1e-5, atol=1e-7
     )
+
+
+def test_all_sequences_make_the_gradient_smaller_by_n_all_over_n_trained():
+    logprobs, old, advantages, mask, _ = random_batch(5, batch=6)
+    mask[[1, 4]] = 0.0  # two compact-filtered rows of six
+
+    def gradient(sequences):
+        def mean_loss(lp):
+            total, denominator = policy_loss(
+                lp, old, advantages, mask, max_response_len=MAX_LEN, sequences=sequences
+            )
+            return total / denominator
+
+        return np.asarray(jax.grad(mean_loss)(logprobs))
+
+    np.testing.assert_allclose(gradient("trained"), gradient("all") * 6 / 4, rtol=1e-6)
 
 
 def test_clip_high_applies_only_above_one_plus_eps_high_for_positive_advantages():
@@ -176,9 +205,14 @@ def test_all_masked_batch_gives_zero_sum_and_denominator():
     zeros = jnp.zeros((2, 4))
     for mode in LOSS_MODES:
         total, denominator = policy_loss(
-            zeros, zeros, jnp.ones(2), zeros, mode=mode, max_response_len=8
+            zeros, zeros, jnp.ones(2), zeros, mode=mode, max_response_len=8, sequences="trained"
         )
         assert float(total) == 0.0 and float(denominator) == 0.0
+        total, denominator = policy_loss(
+            zeros, zeros, jnp.ones(2), zeros, mode=mode, max_response_len=8, sequences="all"
+        )
+        # Without segment ids every row is a sequence; token_mean counts loss tokens only.
+        assert float(total) == 0.0 and float(denominator) == (0 if mode == "token_mean" else 2)
 
 
 def test_ratio_metrics_match_numpy():
@@ -202,5 +236,7 @@ def test_bad_mode_and_missing_length_are_explained():
     x = jnp.zeros((1, 2))
     with pytest.raises(ValueError, match="config.rl.loss_mode"):
         policy_loss(x, x, jnp.zeros(1), x, mode="sum")
+    with pytest.raises(ValueError, match="config.rl.loss_sequences"):
+        policy_loss(x, x, jnp.zeros(1), x, mode="token_mean", sequences="kept")
     with pytest.raises(ValueError, match="max_response_len"):
         policy_loss(x, x, jnp.zeros(1), x, mode="seq_sum_const")

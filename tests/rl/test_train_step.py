@@ -3,19 +3,21 @@
 Compiles are the cost here, so the single-device trainer is shared by the tests of this module.
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
 
-from configs import tiny
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import make_mesh
 from deepswe_jax.rl.batch import assemble_batch
 from deepswe_jax.rl.train_step import (
     LossSettings,
+    OptimizerSettings,
     Trainer,
     learning_rate_schedule,
     make_optimizer,
@@ -35,9 +37,7 @@ LOSS = LossSettings(max_response_len=64, logprob_chunk=16)
 
 
 def rl_config(lr=1e-2):
-    config = tiny.get_config()
-    config.rl.update(lr=lr, warmup_steps=0, weight_decay=0.0, grad_clip=0.0)
-    return config.rl
+    return OptimizerSettings(lr=lr, warmup_steps=0, weight_decay=0.0, grad_clip=0.0)
 
 
 def make_trajectories():
@@ -113,6 +113,28 @@ def test_k_micro_batches_equal_one_big_batch(single):
     assert float(sums["denominator"]) == 8  # seq_sum_const: one per sequence with loss tokens
 
 
+def test_compact_filtered_sequences_count_in_the_deepswe_denominator(single):
+    """DeepSWE's mean runs over every trajectory of the batch (rl/loss.py, sequences='all'): two
+    compact-filtered rollouts are left out of the arrays but still divide the loss, exactly
+    however the rest is split into micro-batches."""
+    trainer, params, *_ = single
+    trajectories = make_trajectories()
+    for i in (1, 6):
+        trajectories[i] = dataclasses.replace(trajectories[i], stop_reason=StopReason.max_steps)
+    whole = assemble_batch(trajectories, micro_batch_size=8)
+    halves = assemble_batch(trajectories, micro_batch_size=4)
+    assert whole.stats.num_trained == 6 and len(halves.micro_batches) == 2
+    grads, sums = trainer.accumulate_gradients(params, whole.micro_batches)
+    split_grads, split_sums = trainer.accumulate_gradients(params, halves.micro_batches)
+    assert float(sums["denominator"]) == float(split_sums["denominator"]) == 8
+    assert_trees_close(normalized(split_grads, split_sums), normalized(grads, sums))
+    # With the current policy as the old one every ratio is 1: the loss is -sum(A * tokens) / L
+    # per sequence, divided by all 8 trajectories.
+    (micro_batch,) = whole.micro_batches
+    want = -(micro_batch.advantages * micro_batch.loss_mask).sum() / LOSS.max_response_len / 8
+    np.testing.assert_allclose(float(sums["loss_sum"]) / 8, want, rtol=1e-5)
+
+
 def test_trainer_logprobs_score_the_shifted_targets(single):
     trainer, params, whole, *_ = single
     (micro_batch,) = whole
@@ -180,9 +202,8 @@ def test_adamw_steps_move_logprobs_along_the_advantages(single):
         trainer.step(state, [])
 
 
-def test_optimizer_from_config_warmup_and_clipping():
-    rl = rl_config(lr=1e-3)
-    rl.update(warmup_steps=4, grad_clip=1.0)
+def test_optimizer_warmup_and_clipping():
+    rl = OptimizerSettings(lr=1e-3, warmup_steps=4, weight_decay=0.0, grad_clip=1.0)
     schedule = learning_rate_schedule(rl)
     assert [float(schedule(s)) for s in (0, 2, 4, 100)] == pytest.approx([0.0, 5e-4, 1e-3, 1e-3])
     optimizer = make_optimizer(rl)
@@ -193,18 +214,6 @@ def test_optimizer_from_config_warmup_and_clipping():
         updates, state = update({"w": jnp.array([300.0, -400.0, 0.0])}, state, params)
     # Adam after clipping to norm 1: lr-sized steps against the gradient's sign.
     np.testing.assert_allclose(updates["w"][:2], [-1e-3, 1e-3], rtol=1e-3)
-
-
-def test_from_config_reads_model_remat_and_loss_settings():
-    config = tiny.get_config()
-    config.remat = "full"
-    config.rl.peak_flops_per_device = 1e12
-    trainer = Trainer.from_config(config, make_mesh())
-    assert trainer.model_config.hidden_size == config.model.hidden_size
-    assert nnx.merge(trainer.graphdef, trainer.param_shardings).remat == "full"
-    assert trainer.loss.max_response_len == config.agent.max_context
-    assert trainer.loss.logprob_chunk == config.rl.logprob_chunk
-    assert trainer.peak_flops_per_device == 1e12
 
 
 def test_training_flops_counts_matmuls_and_causal_attention():

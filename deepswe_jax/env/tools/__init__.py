@@ -9,13 +9,24 @@ installed as `/usr/local/bin/<name>`, so the agent can also call them from bash.
 from __future__ import annotations
 
 import io
+import shlex
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 SOURCE_DIR = Path(__file__).resolve().parent
 INSTALL_DIR = "/usr/local/bin"
 SERVER_PATH = "/opt/deepswe/tool_server.py"
+# Interpreters the tool server may run on, in order: the image's own python3 first (conda's base
+# in SWE-bench images), then places official images keep one. Never an activated repository
+# environment: the server and the tools must not depend on the repository's Python version.
+SERVER_PYTHONS = (
+    "python3",
+    "/usr/bin/python3",
+    "/opt/miniconda3/bin/python3",
+    "/usr/local/bin/python3",
+    "/testbed/.venv/bin/python3",
+)
 
 # Function name the model calls -> script in this folder.
 TOOL_SCRIPTS = {
@@ -62,6 +73,19 @@ def tool_argv(name: str, params: Mapping[str, object]) -> list[str]:
         else:
             argv.append(f"--{key}={parameter_text(value)}")
     return argv
+
+
+def server_command(server_args: Sequence[str] = ()) -> list[str]:
+    """The container command that runs the tool server (with `server_args`, e.g. its
+    --disk-limit) on the first of SERVER_PYTHONS present (`exec`, so the server is PID 1)."""
+    candidates = " ".join(SERVER_PYTHONS)
+    server = " ".join(shlex.quote(part) for part in (SERVER_PATH, *server_args))
+    script = (
+        f"for p in {candidates}; do "
+        f'if command -v "$p" >/dev/null 2>&1; then exec "$p" -u {server}; fi; done; '
+        f"echo 'no python3 in this image (looked for {candidates})' >&2; exit 127"
+    )
+    return ["/bin/sh", "-c", script]
 
 
 def install_archive() -> bytes:

@@ -7,6 +7,10 @@ status. Interactive programs (ipython, jupyter, editors, a bare `python`) and
 background jobs (trailing `&`, nohup, disown, setsid) are refused: they would
 hang until the step timeout or outlive the step. Each stream keeps at most its
 first and last 64 KiB, so huge outputs cannot exhaust the container's memory.
+
+Commands run in the repository's environment when the image has one: ENV_FILE holds
+the environment its activation produced (conda `testbed` in SWE-bench images, R2E-Gym's
+PATH in R2E-Gym images; written by deepswe_jax.env.layouts.prepare_runtime).
 """
 
 import argparse
@@ -18,6 +22,9 @@ import subprocess
 import sys
 
 WORKDIR = "/testbed"
+ENV_FILE = "/opt/deepswe/env"
+# Shell bookkeeping of the shell that captured ENV_FILE, not part of the environment.
+SHELL_STATE = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
 STREAM_LIMIT = 128 * 1024
 INTERACTIVE_PROGRAMS = (
     "ipython",
@@ -63,11 +70,27 @@ def refusal(cmd):
     return None
 
 
+def command_environment():
+    """The activated environment saved in ENV_FILE, or None (inherit this process's)."""
+    try:
+        with open(ENV_FILE, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    env = {}
+    for entry in data.split(b"\0"):
+        name, sep, value = entry.partition(b"=")
+        if sep and name and os.fsdecode(name) not in SHELL_STATE:
+            env[os.fsdecode(name)] = os.fsdecode(value)
+    return env or None
+
+
 def run_bounded(cmd, cwd):
     """Run `cmd` with bash; return (exit status, stdout text, stderr text), each stream bounded."""
     proc = subprocess.Popen(
         ["bash", "-c", cmd],
         cwd=cwd,
+        env=command_environment(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

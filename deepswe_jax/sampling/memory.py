@@ -1,0 +1,64 @@
+"""What a JaxSampler holds on each device (weights and the KV cache), before it allocates any.
+
+    weights, cache = memory_per_device(model, slots=8, max_cache_len=36864, mesh=mesh)
+    free = free_device_bytes(mesh.devices.flat[0])
+
+Used by JaxSampler to refuse a cache that cannot fit, and by tests to check a config's sampler
+beside its training memory.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding
+
+from deepswe_jax.model.qwen3 import CACHE_LOGICAL_AXES, Qwen3ForCausalLM
+from deepswe_jax.parallel import DEFAULT_RULES, logical_to_sharding, state_shardings
+from deepswe_jax.parallel.sharding import Rules
+
+
+def free_device_bytes(device: jax.Device) -> int:
+    """Bytes `device` can still allocate: its allocator's limit minus what is in use, or for CPU
+    devices (no allocator statistics) the host's available memory, which they share."""
+    stats = device.memory_stats()
+    if stats and "bytes_limit" in stats:
+        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def _bytes_per_device(shape: Sequence[int], dtype: Any, sharding: NamedSharding) -> int:
+    return math.prod(sharding.shard_shape(tuple(shape))) * np.dtype(dtype).itemsize
+
+
+def cache_shape(config: Any, slots: int, max_cache_len: int) -> tuple[int, ...]:
+    """[layers, slots, positions, kv_heads, head_dim] of the keys (and of the values)."""
+    c = config
+    return (c.num_hidden_layers, slots, max_cache_len, c.num_key_value_heads, c.head_dim)
+
+
+def memory_per_device(
+    model: Qwen3ForCausalLM,
+    *,
+    slots: int,
+    max_cache_len: int,
+    mesh: Mesh,
+    rules: Rules = DEFAULT_RULES,
+) -> tuple[int, int]:
+    """(weights, KV cache) bytes on each device of a JaxSampler with `slots` cache rows of
+    `max_cache_len` positions on `mesh` (`model` may be abstract, from nnx.eval_shape)."""
+    state = nnx.state(model)
+    shardings = state_shardings(state, mesh, rules)
+    weights = sum(
+        _bytes_per_device(leaf.shape, leaf.dtype, sharding)
+        for leaf, sharding in zip(jax.tree.leaves(state), jax.tree.leaves(shardings), strict=True)
+    )
+    shape = cache_shape(model.config, slots, max_cache_len)
+    cache_sharding = logical_to_sharding(CACHE_LOGICAL_AXES, mesh, rules, shape=shape)
+    return weights, 2 * _bytes_per_device(shape, model.dtype, cache_sharding)

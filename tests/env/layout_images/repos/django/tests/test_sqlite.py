@@ -1,0 +1,2 @@
+DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3"}}
+SECRET_KEY = "django_tests_secret_key"
