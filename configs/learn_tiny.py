@@ -49,7 +49,7 @@ def get_config() -> ml_collections.ConfigDict:
         batch_size=8,
         micro_batch_size=8,
         max_per_task=1,
-        length_buckets=(640,),
+        length_buckets=(512,),
     )
     config.rl.update(
         lr=1e-4,

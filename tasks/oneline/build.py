@@ -15,8 +15,8 @@ Train / held-out split by template instance: the names of `HELD_OUT_NAMES` and a
 of the numbers (constants, thresholds) appear only in held_out.jsonl, so a held-out issue
 holds no name and no number that any training issue holds.
 
-The build writes repos/<repo>/ (the package and tests/test_<repo>.py), train.jsonl and
-held_out.jsonl (rows like tasks/tasks.jsonl: SWE-bench fields plus image and source), and
+The build writes repos/<repo>/ (the package and tests/test_<repo>.py), train.jsonl,
+held_out.jsonl and train_small.jsonl (the main job's 8 tasks, 2 per repository, from train) (rows like tasks/tasks.jsonl: SWE-bench fields plus image and source), and
 verifies with pytest: every base test passes at base; every added test fails at base and
 passes with the gold patch; the issue's old line occurs once in its file and replacing it by
 the issue's new line gives the gold patch. Images: launch/build_images.py; in Docker, gold
@@ -51,6 +51,10 @@ from deepswe_jax.env.images import commit_tree  # noqa: E402
 from deepswe_jax.env.tasks import unified_diff  # noqa: E402
 
 SPLITS = ("train", "held_out")
+# train_small.jsonl: the first SMALL_PER_REPO training tasks of each repository, the task set
+# of the main job (configs/learn_tiny.py), small enough for SFT and GRPO++ in minutes on 2 cores.
+SMALL_PER_REPO = 2
+OUTPUTS = (*SPLITS, "train_small")
 NUM_NAMES = 64
 HELD_OUT_EVERY = 4
 SEED = 15
@@ -386,7 +390,9 @@ def check_split(all_defects: list[Defect]) -> None:
     def names_and_numbers(split: str) -> tuple[set[str], set[str]]:
         chosen = [d for d in all_defects if d.split == split]
         numbers = {n for d in chosen if d.repo == "dials" for n in re.findall(r"\d+", d.wrong_line)}
-        numbers |= {n for d in chosen if d.repo == "dials" for n in re.findall(r"\d+", d.right_line)}
+        numbers |= {
+            n for d in chosen if d.repo == "dials" for n in re.findall(r"\d+", d.right_line)
+        }
         return {d.name for d in chosen}, numbers
 
     train_names, train_numbers = names_and_numbers("train")
@@ -416,6 +422,11 @@ def build(out_dir: Path, python: str, num_names: int, held_out_every: int) -> di
         for defect in repo_defects:
             rows[defect.split].append(row(defect, base_commit, base_tests))
         print(f"  {repo}: {len(repo_defects)} tasks verified", flush=True)
+    rows["train_small"] = [
+        r
+        for repo in TEMPLATES
+        for r in [r for r in rows["train"] if r["repo"].endswith(f"/{repo}")][:SMALL_PER_REPO]
+    ]
     return rows
 
 
@@ -437,7 +448,9 @@ def main() -> None:
     parser.add_argument("--check", action="store_true", help="fail if the family is out of date")
     parser.add_argument("--out_dir", default=str(FAMILY_DIR), help="where repos/ and jsonl go")
     parser.add_argument("--num_names", type=int, default=NUM_NAMES, help="modules per repository")
-    parser.add_argument("--held_out_every", type=int, default=HELD_OUT_EVERY, help="1 in k held out")
+    parser.add_argument(
+        "--held_out_every", type=int, default=HELD_OUT_EVERY, help="1 in k held out"
+    )
     args = parser.parse_args()
     out_dir = Path(args.out_dir)
     with tempfile.TemporaryDirectory(prefix="oneline-build-") as scratch:
@@ -449,7 +462,7 @@ def main() -> None:
         if args.check:
             stale = [
                 name
-                for name in SPLITS
+                for name in OUTPUTS
                 if not (out_dir / f"{name}.jsonl").exists()
                 or (out_dir / f"{name}.jsonl").read_text() != jsonl(rows[name])
             ]
@@ -462,7 +475,7 @@ def main() -> None:
             return
         shutil.rmtree(out_dir / "repos", ignore_errors=True)
         shutil.copytree(built / "repos", out_dir / "repos")
-    for name in SPLITS:
+    for name in OUTPUTS:
         (out_dir / f"{name}.jsonl").write_text(jsonl(rows[name]))
         print(f"wrote {len(rows[name])} tasks to {out_dir / name}.jsonl")
 
