@@ -80,7 +80,7 @@ case "$COMMAND" in
     config=configs/learn_tiny.py
     echo "== 1/3 expert data and SFT warm start: $RUN_DIR/sft"
     python launch/train_sft.py --config=$config --workdir="$RUN_DIR/sft" \
-      --expert_tasks=tasks/oneline/train.jsonl "$@"
+      --expert_tasks=tasks/oneline/train_small.jsonl "$@"
     echo "== 2/3 GRPO++ from the warm start: $RUN_DIR/rl (tensorboard --logdir=$RUN_DIR/rl)"
     python launch/train.py --config=$config --workdir="$RUN_DIR/rl" \
       --config.init_from="$RUN_DIR/sft/checkpoints" "$@"
