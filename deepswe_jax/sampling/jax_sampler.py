@@ -4,8 +4,8 @@ The engine holds `max_batch` rows ("slots") of one `KVCache` of `max_cache_len` 
 never change, so the decode step compiles once. A background thread runs the loop:
 
   1. admit queued requests into free slots: prompts grouped by padded length (powers of two, at
-     least `min_prefill_len`), counts padded to powers of two; each group is prefilled into a
-     small cache of its padded length, then copied into its slots of the big cache;
+     least `min_prefill_len`), counts padded to powers of two; each group runs through the
+     model's prefill (a forward that reads no cache), and its keys/values go into its slots;
   2. DECODE_STEPS decode steps for every slot in one device call (rows without a request, or
      whose request ended within the call, are masked: their cache length stays);
   3. slots whose request hit a stop token or its token budget leave; their callers' futures are
@@ -45,7 +45,12 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from deepswe_jax.model.qwen3 import CACHE_LOGICAL_AXES, KVCache, Qwen3ForCausalLM
+from deepswe_jax.model.qwen3 import (
+    KEYS_LOGICAL_AXES,
+    VALUES_LOGICAL_AXES,
+    KVCache,
+    Qwen3ForCausalLM,
+)
 from deepswe_jax.parallel import (
     DEFAULT_RULES,
     logical_to_sharding,
@@ -127,20 +132,16 @@ def _prefill_step(
 ) -> tuple[KVCache, jax.Array, jax.Array]:
     """Prompts [n, t] (right-padded; true lengths [n]) into cache rows [n] (out of range = skip).
 
-    Runs the prompts against a fresh [n, t] cache, copies its keys/values into slots 0..t-1 of
-    the given rows, and samples each prompt's first new token. Returns (cache, tokens [n],
-    logprobs [n]).
+    Runs the prompts through `Qwen3ForCausalLM.prefill` (no cache read), writes their keys/values
+    into slots 0..t-1 of the given rows, and samples each prompt's first new token. Returns
+    (cache, tokens [n], logprobs [n]).
     """
     model = nnx.merge(graphdef, state)
-    n, t = prompt_ids.shape
-    # The barrier keeps XLA from constant-folding attention over the all-empty fresh cache, which
-    # took minutes of compile time per prefill shape.
-    fresh = jax.lax.optimization_barrier(model.init_cache(n, t, dtype=cache.keys.dtype))
-    logits, fresh = model.decode(prompt_ids, fresh, num_tokens=prompt_lengths)
-    last_logits = logits[jnp.arange(n), prompt_lengths - 1]  # [n, v]
+    t = prompt_ids.shape[1]
+    last_logits, keys, values = model.prefill(prompt_ids, prompt_lengths, cache.keys.dtype)
     cache = KVCache(
-        keys=cache.keys.at[:, rows, :t].set(fresh.keys, mode="drop"),
-        values=cache.values.at[:, rows, :t].set(fresh.values, mode="drop"),
+        keys=cache.keys.at[:, rows, :, :, :t].set(keys, mode="drop"),
+        values=cache.values.at[:, rows, :, :t].set(values, mode="drop"),
         lengths=cache.lengths.at[rows].set(prompt_lengths, mode="drop"),
     )
     tokens, logprobs = sample_next_tokens(last_logits, key, temperature, top_p, top_k)
@@ -282,15 +283,13 @@ class JaxSampler:
         self._state_leaves, self._state_treedef = jax.tree.flatten(state)
         self._state = jax.device_put(state, self._state_shardings, may_alias=False)
 
-        cache_sharding = logical_to_sharding(
-            CACHE_LOGICAL_AXES,
-            self._mesh,
-            self._rules,
-            shape=cache_shape(config, max_batch, max_cache_len),
-        )
-        lengths_sharding = logical_to_sharding(("batch",), self._mesh, self._rules, (max_batch,))
+        cache = jax.eval_shape(functools.partial(model.init_cache, max_batch, max_cache_len))
         cache_shardings = KVCache(
-            keys=cache_sharding, values=cache_sharding, lengths=lengths_sharding
+            keys=logical_to_sharding(KEYS_LOGICAL_AXES, self._mesh, self._rules, cache.keys.shape),
+            values=logical_to_sharding(
+                VALUES_LOGICAL_AXES, self._mesh, self._rules, cache.values.shape
+            ),
+            lengths=logical_to_sharding(("batch",), self._mesh, self._rules, (max_batch,)),
         )
         self._cache = jax.jit(
             functools.partial(model.init_cache, max_batch, max_cache_len),
@@ -341,7 +340,7 @@ class JaxSampler:
             return
         per_slot = cache / self.max_batch
         fitting_slots = max(int((free - weights) // per_slot), 0)
-        layers, slots, length, kv_heads, head_dim = cache_shape(
+        layers, slots, kv_heads, length, head_dim = cache_shape(
             model.config, self.max_batch, max_cache_len
         )
         raise ValueError(
