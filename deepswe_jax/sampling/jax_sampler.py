@@ -69,6 +69,15 @@ DECODE_STEPS = 8
 MAX_STOP_IDS = 8
 
 
+def first_argmax(x: jax.Array) -> jax.Array:
+    """jnp.argmax over the last axis (first index of the maximum; a NaN counts as the maximum),
+    from a max and a min: XLA:CPU runs argmax as a variadic reduce, 9 ms against 1.5 ms for
+    [64, 32000] here. x [b, v] -> [b] int32."""
+    peak = x.max(axis=-1, keepdims=True)
+    index = jnp.arange(x.shape[-1], dtype=jnp.int32)
+    return jnp.min(jnp.where((x == peak) | jnp.isnan(x), index, x.shape[-1]), axis=-1)
+
+
 def sample_next_tokens(
     logits: jax.Array,
     key: jax.Array,
@@ -106,15 +115,15 @@ def sample_next_tokens(
     # Sorting the vocabulary is the costly part; skip it when no row truncates (the RL setting).
     truncating = jnp.any((top_p < 1.0) | (top_k > 0))
     candidates = jax.lax.cond(truncating, truncate, lambda s: s, scaled)
-    argmax = jnp.argmax(logits, axis=-1)
+    argmax = first_argmax(logits)
     # Drawing [b, v] Gumbel noise costs more than the rest of a small model's step: skip it when
-    # every row is greedy.
+    # every row is greedy. Gumbel-max is jax.random.categorical's own draw.
     sampled = jax.lax.cond(
         jnp.all(greedy),
         lambda: argmax,
-        lambda: jax.random.categorical(key, candidates, axis=-1),
+        lambda: first_argmax(jax.random.gumbel(key, candidates.shape) + candidates),
     )
-    tokens = jnp.where(greedy, argmax, sampled).astype(jnp.int32)
+    tokens = jnp.where(greedy, argmax, sampled)
     return tokens, jnp.take_along_axis(logprobs, tokens[:, None], axis=-1)[:, 0]
 
 
