@@ -28,23 +28,28 @@ fixed shapes, and the cache can be donated::
     # one token per row per step
     logits, cache = model.decode(next_ids[:, None], cache)      # logits [B, 1, v]
 
-``KVCache`` holds ``keys``/``values`` [L, B, k, C, d] and ``lengths`` [B] (filled slots per
-row). ``decode(input_ids [B, t], cache, positions=None, num_tokens=None)`` writes the t new keys
-and values of row b into slots ``lengths[b] .. lengths[b] + t - 1``, lets each new token attend
-to every slot up to and including its own, and advances ``lengths[b]`` by ``num_tokens[b]``
-(default t). Tokens past ``num_tokens[b]`` (padding) are written but not counted, so the next
-call overwrites them; their logits are meaningless. Rows are independent, so rows of different
-lengths decode together (continuous batching): to start a new request in row b, set its length
-to 0 with ``cache.reset_rows(row_mask)`` and prefill it (other rows may pass ``num_tokens=0``
-for that call, which leaves them unchanged). ``positions`` default to the slot indices
+``KVCache`` (model/kv_cache.py) holds ``keys`` [L, B, k, d, C], ``values`` [L, B, k, C, d] and
+``lengths`` [B] (filled slots per row). ``decode(input_ids [B, t], cache, positions=None,
+num_tokens=None)`` writes the t new keys and values of row b into slots ``lengths[b] ..
+lengths[b] + t - 1``, lets each new token attend to every slot up to and including its own, and
+advances ``lengths[b]`` by ``num_tokens[b]`` (default t). Tokens past ``num_tokens[b]``
+(padding) are written but not counted, so the next call overwrites them; their logits are
+meaningless. Rows are independent, so rows of different lengths decode together (continuous
+batching): to start a new request in row b, set its length to 0 with
+``cache.reset_rows(row_mask)`` and prefill it (other rows may pass ``num_tokens=0`` for that
+call, which leaves them unchanged). ``positions`` default to the slot indices
 (``lengths[b] + i``). The caller keeps ``lengths + t <= C``; writes past the end are dropped.
-The layer scan only reads the cache; the new keys/values are written once after it, so with a
-donated cache a step writes L * b * t slots in place instead of copying the cache.
+A step reads only the cache slots the rows with real tokens hold (rounded up to a few static
+lengths); the layer scan only reads the cache, and the new keys/values are written once after
+it, so with a donated cache a step writes L * b * t slots in place instead of copying the cache.
+
+Prompts into empty rows can skip the cache altogether: ``prefill(prompt_ids, prompt_lengths)``
+runs the full-sequence forward and returns the logits at each prompt's last token and the
+prompts' keys/values in the cache layouts, for the caller to place in its rows (JaxSampler).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Literal
 
@@ -55,6 +60,13 @@ from jax.ad_checkpoint import checkpoint_name
 
 from deepswe_jax.model.attention import AttentionImpl, causal_attention, check_attention_impl
 from deepswe_jax.model.config import Qwen3Config
+from deepswe_jax.model.kv_cache import (
+    KEYS_LOGICAL_AXES,
+    VALUES_LOGICAL_AXES,
+    KVCache,
+    attend_layer_cache,
+    read_lengths,
+)
 from deepswe_jax.parallel.sharding import constrain
 
 RematPolicy = Literal["none", "full", "save_dots", "offload"]
@@ -123,50 +135,6 @@ def apply_rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
     x1, x2 = jnp.split(x, 2, axis=-1)
     rotated = jnp.concatenate([-x2, x1], axis=-1)
     return x * cos + rotated * sin
-
-
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class KVCache:
-    """Per-layer keys/values for incremental decoding (a pytree: pass it through jit).
-
-    keys: [layers, batch, kv_heads, head_dim, cache_length]; values: [layers, batch, kv_heads,
-    cache_length, head_dim] (the layouts in which both attention products are plain matmuls per
-    row and head, so nothing is transposed per step); lengths: [batch] int32, the number of
-    filled slots in each row.
-    """
-
-    keys: jax.Array
-    values: jax.Array
-    lengths: jax.Array
-
-    @property
-    def max_length(self) -> int:
-        return self.values.shape[3]
-
-    def reset_rows(self, rows: jax.Array) -> KVCache:
-        """Empty the rows where ``rows`` [batch] bool is True (their old slots become invisible)."""
-        return dataclasses.replace(self, lengths=jnp.where(rows, 0, self.lengths))
-
-
-KEYS_LOGICAL_AXES = ("layers", "batch", "act_kv_heads", "head_dim", "cache_seq")
-VALUES_LOGICAL_AXES = ("layers", "batch", "act_kv_heads", "cache_seq", "head_dim")
-
-# XLA:CPU gives a library matmul (YNNPACK) a materialized copy of any sliced operand, so a
-# layer's cache slots are copied before they are read. Reading a few rows at a time keeps that
-# copy in the CPU's caches (about 2x faster at 64 rows x 288 slots of a 100M model).
-CPU_READ_BYTES = 8 << 20
-
-
-def read_lengths(max_length: int, shortest: int = 32) -> tuple[int, ...]:
-    """The static cache-read lengths a decode step picks from: 32, 48, 64, 96, 128, ... (each at
-    most 1.5x the one before) below ``max_length``, and ``max_length`` itself."""
-    lengths = {max_length}
-    size = shortest
-    while size < max_length:
-        lengths.update((size, min(size * 3 // 2, max_length)))
-        size *= 2
-    return tuple(sorted(lengths))
 
 
 class Qwen3DecoderLayers(nnx.Module):
@@ -238,105 +206,6 @@ def _finish_layer(
     down = jnp.einsum("bsm,me->bse", hidden, p["down_proj"].astype(dtype))
     down = checkpoint_name(down, "mlp_down")
     return constrain(x + down, ("batch", "seq", "act_embed"))
-
-
-def attend_cache_and_new(
-    q: jax.Array,
-    cached_k: jax.Array,
-    cached_v: jax.Array,
-    cached_lengths: jax.Array,
-    new_k: jax.Array,
-    new_v: jax.Array,
-) -> jax.Array:
-    """Grouped-query attention of t new tokens to a row's filled cache slots and to themselves.
-
-    New token i of row b sees cache slots 0 .. cached_lengths[b] - 1 and new tokens 0 .. i. Both
-    parts share one softmax (float32 logits, shared max) without concatenating the cache with the
-    new block. The cache is read in its stored layouts (``KVCache``), never transposed.
-
-    Args:
-      q: [b, t, h, d] queries of the new tokens.
-      cached_k: [b, k, d, c], cached_v: [b, k, c, d] the cache (slots past cached_lengths are
-        ignored).
-      cached_lengths: [b] int, filled cache slots per row.
-      new_k, new_v: [b, t, k, d] keys/values of the new tokens.
-
-    Returns:
-      [b, t, h, d] in the dtype of q.
-    """
-    b, t, h, d = q.shape
-    kv_heads, c = cached_k.shape[1], cached_k.shape[3]
-    q = q.reshape(b, t, kv_heads, h // kv_heads, d).transpose(0, 2, 3, 1, 4)  # [b, k, g, t, d]
-    hidden = jnp.finfo(jnp.float32).min
-    cached_visible = jnp.arange(c) < cached_lengths[:, None]  # [b, c]
-    new_visible = jnp.tril(jnp.ones((t, t), bool))  # [t, s]
-    cached_logits = jnp.einsum("bkgtd,bkdc->bkgtc", q, cached_k, preferred_element_type=jnp.float32)
-    cached_logits = jnp.where(cached_visible[:, None, None, None], cached_logits * d**-0.5, hidden)
-    new_logits = jnp.einsum("bkgtd,bskd->bkgts", q, new_k, preferred_element_type=jnp.float32)
-    new_logits = jnp.where(new_visible, new_logits * d**-0.5, hidden)
-    peak = jnp.maximum(cached_logits.max(-1, keepdims=True), new_logits.max(-1, keepdims=True))
-    cached_weights = jnp.exp(cached_logits - peak)  # [b, k, g, t, c]
-    new_weights = jnp.exp(new_logits - peak)  # [b, k, g, t, s]
-    denominator = cached_weights.sum(-1) + new_weights.sum(-1)  # [b, k, g, t]
-    value_dtype = cached_v.dtype
-    attended = jnp.einsum(
-        "bkgtc,bkcd->bkgtd",
-        cached_weights.astype(value_dtype),
-        cached_v,
-        preferred_element_type=jnp.float32,
-    )
-    attended += jnp.einsum(
-        "bkgts,bskd->bkgtd",
-        new_weights.astype(value_dtype),
-        new_v,
-        preferred_element_type=jnp.float32,
-    )
-    attended = attended / denominator[..., None]  # [b, k, g, t, d]
-    return attended.transpose(0, 3, 1, 2, 4).reshape(b, t, h, d).astype(q.dtype)
-
-
-def attend_layer_cache(
-    q: jax.Array,
-    new_k: jax.Array,
-    new_v: jax.Array,
-    cache: KVCache,
-    layer: jax.Array,
-    read_length: int,
-) -> jax.Array:
-    """``attend_cache_and_new`` against the first ``read_length`` slots of one cache layer.
-
-    q [b, t, h, d] and new_k, new_v [b, t, k, d] in the compute dtype; layer: int scalar; rows
-    must hold at most ``read_length`` filled slots. On CPU the rows are read a few at a time
-    (``CPU_READ_BYTES``). -> [b, t, h, d].
-    """
-    batch, kv_heads, head_dim = q.shape[0], new_k.shape[2], new_k.shape[3]
-    rows = batch
-    if jax.default_backend() == "cpu":
-        row_bytes = 2 * kv_heads * read_length * head_dim * cache.values.dtype.itemsize
-        rows = max(1, min(batch, CPU_READ_BYTES // row_bytes))
-        while batch % rows:
-            rows -= 1
-
-    def attend_rows(first_row, q, new_k, new_v, lengths):
-        n = q.shape[0]
-        keys = jax.lax.dynamic_slice(
-            cache.keys, (layer, first_row, 0, 0, 0), (1, n, kv_heads, head_dim, read_length)
-        )[0]
-        values = jax.lax.dynamic_slice(
-            cache.values, (layer, first_row, 0, 0, 0), (1, n, kv_heads, read_length, head_dim)
-        )[0]
-        return attend_cache_and_new(
-            q, keys.astype(q.dtype), values.astype(q.dtype), lengths, new_k, new_v
-        )
-
-    if rows == batch:
-        return attend_rows(0, q, new_k, new_v, cache.lengths)
-    groups = [x.reshape(batch // rows, rows, *x.shape[1:]) for x in (q, new_k, new_v)]
-    attended = jax.lax.map(
-        lambda group: attend_rows(*group),
-        (jnp.arange(0, batch, rows), *groups, cache.lengths.reshape(batch // rows, rows)),
-    )
-    return attended.reshape(q.shape)
 
 
 class Qwen3ForCausalLM(nnx.Module):

@@ -45,12 +45,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from deepswe_jax.model.qwen3 import (
-    KEYS_LOGICAL_AXES,
-    VALUES_LOGICAL_AXES,
-    KVCache,
-    Qwen3ForCausalLM,
-)
+from deepswe_jax.model.kv_cache import KEYS_LOGICAL_AXES, VALUES_LOGICAL_AXES, KVCache
+from deepswe_jax.model.qwen3 import Qwen3ForCausalLM
 from deepswe_jax.parallel import (
     DEFAULT_RULES,
     logical_to_sharding,

@@ -19,7 +19,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 
-from deepswe_jax.model.qwen3 import VALUES_LOGICAL_AXES, Qwen3ForCausalLM
+from deepswe_jax.model.kv_cache import VALUES_LOGICAL_AXES
+from deepswe_jax.model.qwen3 import Qwen3ForCausalLM
 from deepswe_jax.parallel import DEFAULT_RULES, logical_to_sharding, state_shardings
 from deepswe_jax.parallel.sharding import Rules
 
