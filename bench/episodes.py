@@ -22,11 +22,10 @@ import time
 import uuid
 from pathlib import Path
 
-import ml_collections
 from absl import app, flags
 
 from deepswe_jax.agent.chat import ChatTokenizer
-from deepswe_jax.agent.rollout import collect_rollouts, initial_messages
+from deepswe_jax.agent.rollout import EpisodeSettings, collect_rollouts, initial_messages
 from deepswe_jax.agent.scripted_policy import gold_patch_replies, reply_ids
 from deepswe_jax.env.grading import grade_patch
 from deepswe_jax.env.pool import EnvPool
@@ -47,18 +46,14 @@ _SERIAL_GRADES = flags.DEFINE_integer("serial_grades", 6, "Gold patches graded o
 _PYTEST_TIME = re.compile(r"\bin (\d+(?:\.\d+)?)s\b")
 
 
-def _agent_config() -> ml_collections.ConfigDict:
-    config = ml_collections.ConfigDict()
-    config.agent = dict(
+def _episode_settings() -> EpisodeSettings:
+    return EpisodeSettings(
         max_steps=20,
         max_prompt_tokens=4096,
         max_context=32768,
-        step_timeout=90.0,
         trajectory_timeout=900.0,
         reward_timeout=300.0,
     )
-    config.sampler = dict(kind="scripted", temperature=1.0, top_p=1.0, top_k=0)
-    return config
 
 
 def main(argv):
@@ -74,7 +69,7 @@ def main(argv):
         for task in tasks
     }
     sampler = ScriptedSampler(lambda prompt: scripts[prompt])
-    config = _agent_config()
+    settings = _episode_settings()
 
     async def run():
         async with EnvPool(
@@ -87,7 +82,7 @@ def main(argv):
                 pass
             started = time.monotonic()
             trajectories = await collect_rollouts(
-                tasks, _ROLLOUTS.value, pool, sampler, tokenizer, config, 0
+                tasks, _ROLLOUTS.value, pool, sampler, tokenizer, settings, 0
             )
             return trajectories, time.monotonic() - started
 

@@ -13,7 +13,6 @@ import json
 import statistics
 import time
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -132,7 +131,13 @@ def section_train(scale: Scale) -> None:
     from deepswe_jax.model import Qwen3ForCausalLM
     from deepswe_jax.parallel import create_sharded_model, make_mesh
     from deepswe_jax.rl.batch import MicroBatch
-    from deepswe_jax.rl.train_step import LossSettings, Trainer, make_optimizer, training_flops
+    from deepswe_jax.rl.train_step import (
+        LossSettings,
+        OptimizerSettings,
+        Trainer,
+        make_optimizer,
+        training_flops,
+    )
 
     config = qwen3_config(scale)
     attention = "cudnn" if _on_gpu() else "xla"
@@ -148,10 +153,10 @@ def section_train(scale: Scale) -> None:
         )
 
     mesh = make_mesh(1, 1, 1, devices=jax.devices()[:1])
-    adamw = SimpleNamespace(lr=1e-6, b1=0.9, b2=0.999, weight_decay=0.01, warmup_steps=0)
+    adamw = OptimizerSettings(lr=1e-6, b1=0.9, b2=0.999, weight_decay=0.01, grad_clip=1.0)
     trainer = Trainer(
         nnx.eval_shape(make_model),
-        make_optimizer(SimpleNamespace(**vars(adamw), grad_clip=1.0)),
+        make_optimizer(adamw),
         LossSettings(max_response_len=MAX_RESPONSE_LEN, logprob_chunk=LOGPROB_CHUNK),
         mesh=mesh,
         packed_rows=False,

@@ -1,6 +1,6 @@
 """Iteration wall time of the RL loop, synchronous vs overlapped rollouts (config.rl.overlap).
 
-Runs rl.loop.train twice in this process on the same settings, config.rl.overlap off then on
+Runs experiment.train twice in this process on the same settings, config.rl.overlap off then on
 (max_staleness=1), and prints per-iteration rollout, train and wall seconds. The first
 iteration of each run (compilation, no rollouts to overlap with yet) is left out of the means.
 
@@ -31,7 +31,7 @@ from configs import tiny
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.env.tasks import Task
-from deepswe_jax.rl.loop import train
+from deepswe_jax.experiment import train
 from deepswe_jax.rl.metrics import read_metrics
 from deepswe_jax.sampling.scripted import ScriptedSampler
 

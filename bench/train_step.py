@@ -6,7 +6,7 @@ For each model (configs/tiny.py's dims, and a ~100M-parameter Qwen3 with bench/m
 dims) the parent writes one random transformers Qwen3ForCausalLM with save_pretrained, then runs
 each side in its own subprocess (this script with --side=jax|torch), one after the other:
 
-  jax:   deepswe_jax.model.load_hf_checkpoint + rl.train_step.Trainer.from_config(tiny config with
+  jax:   deepswe_jax.model.load_hf_checkpoint + experiment.make_trainer(tiny config with
          the case's model dims), Trainer.step on one MicroBatch (GRPO++ loss, optax AdamW with the
          config's global-norm clipping).
   torch: transformers Qwen3ForCausalLM (sdpa attention) with the same weights, the same GRPO++
@@ -114,14 +114,14 @@ def _run_jax(spec: dict[str, Any]) -> dict[str, float]:
     import jax
     from flax import nnx
 
+    from deepswe_jax.experiment import make_trainer, sharding_rules
     from deepswe_jax.model import load_hf_checkpoint
     from deepswe_jax.parallel import make_mesh
     from deepswe_jax.rl.batch import MicroBatch
-    from deepswe_jax.rl.train_step import Trainer
 
     config = _config(spec["model_overrides"], spec["seq"])
     mesh = make_mesh(1, 1, 1, devices=jax.devices()[:1])
-    trainer = Trainer.from_config(config, mesh)
+    trainer = make_trainer(config, mesh, sharding_rules(config))
     model = load_hf_checkpoint(spec["hf_dir"], mesh=mesh, rules=config.sharding_rules)
     params = nnx.split(model, nnx.Param)[1]
     num_params = sum(x.size for x in jax.tree.leaves(params))

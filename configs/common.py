@@ -1,51 +1,21 @@
-"""Every config field, in one place, with DeepSWE-Preview's values where DESIGN.md gives one.
+"""Every config field, in one place, with its default and meaning (DeepSWE-Preview's values
+where DESIGN.md gives one): the schema of all experiment configs.
 
-Experiment configs start from `get_config()` and change what differs. Field meanings:
+Experiment configs start from `get_config()` and change what differs; the config it returns is
+locked, so a field that is not declared here cannot be set: not by an experiment config, not
+by a `--config.x=y` override (launch scripts refuse one naming an unknown field, or a value of
+the wrong type, before any work starts). Adding a field is one line here, with its comment,
+plus its use in deepswe_jax/experiment (the only code that reads configs). Sections:
 
-  seed                 PRNG seed for init, sampling and data order.
-  model.*              HF Qwen3 config.json fields (Qwen3-32B here).
-  param_dtype          dtype parameters and optimizer state are stored in.
-  compute_dtype        dtype of activations and matmuls.
-  remat                rematerialization policy: 'none' | 'full' | 'save_dots' | 'offload'.
-  attention            full-sequence attention kernel (model/attention.py): 'xla' (CPU; dense
-                       [heads, seq, seq] scores) | 'cudnn' (GPU: cuDNN flash attention with
-                       sequence lengths; packed rows take the Pallas kernel) | 'pallas' (GPU:
-                       the Pallas flash kernel with segment ids; interpret mode on CPU).
-  mesh.{data,fsdp,tensor}  device mesh axis sizes; -1 means "all remaining devices".
-  sharding_rules       (logical axis, mesh axis | tuple of mesh axes | None) pairs.
-  init_from            '' (random init) | HF directory | Orbax checkpoint directory.
-  tokenizer            local tokenizer directory.
-  rl.*                 optimizer (AdamW) and GRPO++ settings; micro_batch_size is sequences per
-                       gradient-accumulation step across all devices; total_steps RL iterations;
-                       peak_flops_per_device for the MFU metric (None: not reported);
-                       overlap: roll out iteration k+1 while iteration k trains, from a policy
-                       at most max_staleness updates old (rl/overlap.py);
-                       loss_sequences: the sequences a per-sequence loss_mode divides by, 'all'
-                       (DeepSWE: every trajectory of the batch, compact-filtered ones included,
-                       as verl's seq-mean-token-sum) | 'trained' (only those with a loss token).
-                       length_buckets: the row lengths training batches are padded to; ()
-                       = powers of two up to agent.max_prompt_tokens + agent.max_context, which
-                       is the last bucket (36,864 pads to 36,864, not 65,536).
-  agent.*              episode limits (tokens, steps, seconds); past submit_notice_tokens
-                       response tokens the agent is told to submit (28K of 32K in DeepSWE).
-                       interface: what the agent is shown and how its calls run,
-                       'deepswe_jax' (ours) | 'r2egym' (R2E-Gym's as DeepSWE-Preview was trained
-                       with, byte for byte; agent/r2egym.py); prompts_file: R2E-Gym's prompts
-                       for 'r2egym' (its edit_non_fn_calling.yaml or rLLM's system_prompts.py;
-                       required there, '' for ours).
-  sampler.*            rollout sampler ('jax' | 'vllm') and sampling parameters; the vLLM
-                       engine's settings and its colocation with the trainer (dtype, memory,
-                       tensor parallelism, sleep, JAX's memory fraction; see the comments;
-                       launch/plan_memory.py --sampler plans the engines' memory);
-                       max_cache_tokens: the 'jax' sampler's KV cache budget in tokens, slots =
-                       min(max_batch, budget // (max_prompt_tokens + max_context)) (0 =
-                       max_batch slots); a cache that cannot fit is refused.
-  env.*                task file, environment limits (mem_limit and cpus hold for Docker
-                       containers and Kubernetes pods alike; pids_limit for Docker only) and
-                       backend: 'docker' (containers on docker_hosts, or the local engine) |
-                       'kubernetes' (one pod per environment, settings in env.kubernetes.*;
-                       launch/k8s/README.md).
-  checkpoint.*         save every k steps, keep the last n, save asynchronously.
+  model.*       HF Qwen3 config.json fields (Qwen3-32B here).
+  mesh.*        device mesh axis sizes.
+  rl.*          GRPO++ training: optimizer, loss, batch, loop.
+  agent.*       episode limits (tokens, steps, seconds) and the agent interface.
+  sampler.*     rollout sampler and sampling parameters.
+  env.*         task file and environments (Docker containers or Kubernetes pods).
+  checkpoint.*  Orbax checkpoints of a training run.
+  sft.*         supervised fine-tuning (launch/train_sft.py).
+  verifier.*    the execution-free outcome verifier (launch/train_verifier.py).
 """
 
 import ml_collections
@@ -54,10 +24,12 @@ from deepswe_jax.parallel import DEFAULT_RULES
 
 
 def get_config() -> ml_collections.ConfigDict:
-    """Returns the base config: Qwen3-32B trained with DeepSWE's GRPO++ hyperparameters."""
+    """Returns the base config (locked): Qwen3-32B trained with DeepSWE's GRPO++
+    hyperparameters."""
     config = ml_collections.ConfigDict()
-    config.seed = 0
+    config.seed = 0  # PRNG seed for init, sampling and data order
 
+    # HF Qwen3 config.json fields, as in the model's config.json.
     config.model = ml_collections.ConfigDict(
         dict(
             vocab_size=151936,
@@ -73,62 +45,87 @@ def get_config() -> ml_collections.ConfigDict:
             max_position_embeddings=40960,
         )
     )
-    config.param_dtype = "float32"
-    config.compute_dtype = "bfloat16"
-    config.remat = "full"
+    config.param_dtype = "float32"  # dtype parameters and optimizer state are stored in
+    config.compute_dtype = "bfloat16"  # dtype of activations and matmuls
+    config.remat = "full"  # rematerialization: 'none' | 'full' | 'save_dots' | 'offload'
+    # Full-sequence attention kernel (model/attention.py): 'xla' (CPU; dense [heads, seq, seq]
+    # scores) | 'cudnn' (GPU: cuDNN flash attention with sequence lengths; packed rows take the
+    # Pallas kernel) | 'pallas' (GPU: the Pallas flash kernel with segment ids; interpret mode
+    # on CPU).
     config.attention = "xla"
 
-    config.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=-1, tensor=1))
+    config.mesh = ml_collections.ConfigDict(
+        dict(
+            data=1,  # data-parallel replicas; -1 (on one axis) = all remaining devices
+            fsdp=-1,  # parameter/optimizer sharding (and batch) ways
+            tensor=1,  # tensor-parallel ways (heads, mlp, vocab)
+        )
+    )
+    # (logical axis, mesh axis | tuple of mesh axes | None = replicated) pairs
+    # (parallel/sharding.py); a mesh axis must divide every dimension it shards.
     config.sharding_rules = DEFAULT_RULES
 
-    config.init_from = ""
-    config.tokenizer = ""
+    config.init_from = ""  # '' (random init) | HF directory | Orbax checkpoint directory
+    config.tokenizer = ""  # local HF tokenizer directory (tokenizer.json)
 
     config.rl = ml_collections.ConfigDict(
         dict(
-            lr=1e-6,
-            b1=0.9,
-            b2=0.999,
-            weight_decay=0.01,
-            grad_clip=1.0,
-            warmup_steps=0,
-            eps_low=0.2,
-            eps_high=0.28,
-            loss_mode="seq_sum_const",
+            lr=1e-6,  # AdamW learning rate (constant after warmup)
+            b1=0.9,  # AdamW beta1
+            b2=0.999,  # AdamW beta2
+            weight_decay=0.01,  # AdamW decoupled weight decay, on every parameter
+            grad_clip=1.0,  # global-norm gradient clipping; 0 = off
+            warmup_steps=0,  # linear warmup of the learning rate from 0, in optimizer steps
+            eps_low=0.2,  # PPO clip below: ratio >= 1 - eps_low
+            eps_high=0.28,  # clip-high: ratio <= 1 + eps_high
+            loss_mode="seq_sum_const",  # 'seq_sum_const' | 'token_mean' | 'seq_mean_token_mean'
+            # the sequences a per-sequence loss_mode divides by: 'all' (DeepSWE: every
+            # trajectory of the batch, compact-filtered ones included, as verl's
+            # seq-mean-token-sum) | 'trained' (only those with a loss token)
             loss_sequences="all",
-            advantage="loo",
-            n_rollouts=8,
-            tasks_per_step=64,
-            micro_batch_size=64,
-            num_iterations=1,
-            logprob_chunk=1024,
-            total_steps=200,
-            peak_flops_per_device=ml_collections.config_dict.placeholder(float),
-            overlap=False,
-            max_staleness=1,
+            advantage="loo",  # 'loo' (leave-one-out) | 'grpo' | 'drgrpo'
+            compact_filtering=True,  # mask max_steps/max_context/timeout episodes out of the loss
+            n_rollouts=8,  # rollouts per task (the group of the advantage)
+            tasks_per_step=64,  # tasks per RL iteration
+            micro_batch_size=64,  # rows per gradient-accumulation step, across all devices
+            # row lengths batches are padded to (each trajectory gets the smallest that fits);
+            # () = powers of two up to agent.max_prompt_tokens + agent.max_context, which is the
+            # last bucket (36,864 pads to 36,864, not 65,536)
             length_buckets=(),
+            num_iterations=1,  # optimizer steps per batch (DeepSWE: 1)
+            logprob_chunk=1024,  # sequence positions per chunk of the log-prob computation
+            total_steps=200,  # RL iterations of a run
+            # peak FLOP/s of one device for the MFU metric (e.g. 989e12, H100 bf16); None = off
+            peak_flops_per_device=ml_collections.config_dict.placeholder(float),
+            overlap=False,  # roll out iteration k+1 while iteration k trains (rl/overlap.py)
+            max_staleness=1,  # with overlap: rollouts from a policy at most this many updates old
         )
     )
     config.agent = ml_collections.ConfigDict(
         dict(
-            max_steps=50,
-            max_prompt_tokens=4096,
-            max_context=32768,
-            step_timeout=90.0,
-            trajectory_timeout=5400.0,
-            reward_timeout=300.0,
+            max_steps=50,  # agent turns per episode
+            max_prompt_tokens=4096,  # longest prompt (system + issue); longer stops at once
+            max_context=32768,  # token budget after the prompt (assistant + observations)
+            step_timeout=90.0,  # seconds per tool call
+            trajectory_timeout=5400.0,  # seconds per episode
+            reward_timeout=300.0,  # seconds per grading
+            # response tokens after which each observation says "submit now" (28K of 32K)
             submit_notice_tokens=28672,
+            # what the agent is shown and how its calls run: 'deepswe_jax' (ours) | 'r2egym'
+            # (R2E-Gym's as DeepSWE-Preview was trained with, byte for byte; agent/r2egym.py)
             interface="deepswe_jax",
+            # R2E-Gym's prompts for 'r2egym' (its edit_non_fn_calling.yaml or rLLM's
+            # system_prompts.py; required there, '' for ours)
             prompts_file="",
         )
     )
     config.sampler = ml_collections.ConfigDict(
         dict(
-            kind="vllm",
-            temperature=1.0,
-            top_p=1.0,
-            top_k=0,
-            max_batch=512,
+            kind="vllm",  # 'jax' (in-process JaxSampler) | 'vllm' (an in-process vLLM engine)
+            temperature=1.0,  # sampling temperature (the trainer scores at the same one)
+            top_p=1.0,  # nucleus sampling; 1.0 = off
+            top_k=0,  # top-k sampling; 0 = off
+            max_batch=512,  # sequences decoded at once (JaxSampler slots, vLLM's max_num_seqs)
             # vLLM: a HF directory whose config.json describes the policy ('' = written from
             # config.model); the weights always come from the trainer.
             hf_dir="",
@@ -144,7 +141,8 @@ def get_config() -> ml_collections.ConfigDict:
             # KV-cache bytes per engine; 0 = from gpu_memory_utilization (GPU), or room for
             # max_batch sequences of the longest context (CPU).
             kv_cache_bytes=0,
-            # GPUs one engine spans (vLLM tensor parallelism: spawned workers, CUDA IPC sync).
+            # GPUs one engine spans (vLLM tensor parallelism: spawned workers, CUDA IPC sync);
+            # launch/plan_memory.py --sampler plans the engines' memory.
             tensor_parallel_size=1,
             # Consecutive JAX processes that share one engine; the first owns it, rolls out
             # and alone receives the synced weights (1 = an engine per process).
@@ -154,42 +152,104 @@ def get_config() -> ml_collections.ConfigDict:
             # Fraction of each GPU JAX preallocates (XLA_PYTHON_CLIENT_MEM_FRACTION, set before
             # JAX initializes); 0 = JAX's default (75%), which leaves too little for vLLM.
             jax_memory_fraction=0.0,
+            # the 'jax' sampler's KV cache budget in tokens: slots = min(max_batch,
+            # budget // (max_prompt_tokens + max_context)); 0 = max_batch slots; a cache that
+            # cannot fit the devices is refused
             max_cache_tokens=0,
         )
     )
     config.env = ml_collections.ConfigDict(
         dict(
-            tasks="tasks/tasks.jsonl",
-            max_envs=512,
-            mem_limit="4g",
-            cpus=1.0,
-            pids_limit=512,
+            tasks="tasks/tasks.jsonl",  # task file (jsonl, json, parquet) or HF dataset rows
+            max_envs=512,  # environments (containers or pods) alive at once
+            mem_limit="4g",  # memory limit of an environment (Docker and Kubernetes)
+            cpus=1.0,  # CPU limit of an environment (Docker and Kubernetes)
+            pids_limit=512,  # process limit of a Docker container
+            # Bytes a Docker container (episode or grading) may write ('' for no limit), and
+            # how: 'auto' | 'storage_opt' (--storage-opt size=: the whole writable layer; needs
+            # overlay2 on xfs with pquota, btrfs or zfs) | 'tool_server' (no file past the
+            # limit, commands stopped once the container wrote more; see
+            # env/docker_runtime.DISK_LIMIT_MODES). 'auto': storage_opt where the engine has it.
+            # Size it so max_envs containers fit the Docker host's disk. Pods:
+            # env.kubernetes.ephemeral_storage.
+            disk_limit="10g",
+            disk_limit_mode="auto",  # see disk_limit
             # Where episodes, grading and execution checks run: 'docker' | 'kubernetes'.
             backend="docker",
             # Docker endpoints (unix://, tcp://, ssh://); empty: the local engine.
             docker_hosts=(),
-            envs_per_host=0,
+            envs_per_host=0,  # most containers per Docker host; 0 = no cap beyond max_envs
             # backend='kubernetes': env.k8s_pods.K8sPodSettings (same names and defaults).
             kubernetes=ml_collections.ConfigDict(
                 dict(
                     # Credentials: '' is the in-cluster service account, else $KUBECONFIG or
-                    # ~/.kube/config; or a kubeconfig file path, and a context in it ('' current).
+                    # ~/.kube/config; or a kubeconfig file path.
                     kubeconfig="",
-                    context="",
-                    namespace="deepswe",
+                    context="",  # context of the kubeconfig to use; '' = its current one
+                    namespace="deepswe",  # namespace of the env pods
                     # Put before each task image: the registry the images were pushed to, e.g.
                     # 'registry.example.com/' (launch/k8s_manifests.py --image_prefix).
                     image_prefix="",
-                    ephemeral_storage="10Gi",
-                    image_pull_policy="IfNotPresent",
+                    ephemeral_storage="10Gi",  # scratch disk limit of an env pod
+                    image_pull_policy="IfNotPresent",  # of the env pods' task images
                     # Node labels env pods must run on, as 'key=value' strings.
                     node_selector=(),
-                    start_timeout_s=300.0,
+                    start_timeout_s=300.0,  # seconds a pod may take to start
                     # Seconds a leaked pod lives at most (an episode plus its grading is less).
                     active_deadline_s=4 * 3600,
                 )
             ),
         )
     )
-    config.checkpoint = ml_collections.ConfigDict(dict(every=10, keep=3, async_save=True))
+    config.checkpoint = ml_collections.ConfigDict(
+        dict(
+            every=10,  # save every k training steps (and the last)
+            keep=3,  # keep the newest n steps
+            async_save=True,  # write in the background while training continues
+        )
+    )
+    # Rejection-sampling / expert SFT (SWE-Gym); its AdamW has the fields of rl's.
+    config.sft = ml_collections.ConfigDict(
+        dict(
+            lr=1e-5,  # AdamW learning rate (peak, after warmup)
+            b1=0.9,  # AdamW beta1
+            b2=0.95,  # AdamW beta2
+            weight_decay=0.0,  # AdamW decoupled weight decay
+            grad_clip=1.0,  # global-norm gradient clipping; 0 = off
+            warmup_steps=10,  # linear warmup, in optimizer steps
+            cosine_decay=True,  # decay the learning rate to 0 at num_steps; False = constant
+            num_steps=200,  # optimizer steps (epochs reshuffle the data with the seed)
+            batch_size=64,  # trajectories per optimizer step
+            micro_batch_size=8,  # rows per forward/backward
+            max_per_task=2,  # rejection-sampling cap of trajectories per task (SWE-Gym: 2)
+            length_buckets=(),  # row lengths (prompt + context must fit); () = powers of two
+            max_tokens=0,  # train on the first max_tokens tokens of a trajectory; 0 = all
+        )
+    )
+    # The execution-free verifier (SWE-Gym); its optimizer is rl's AdamW, its micro-batches
+    # rl.micro_batch_size rows.
+    config.verifier = ml_collections.ConfigDict(
+        dict(
+            max_prompt_tokens=32768,  # budget of a rendered trajectory (long thoughts condensed)
+            lora_rank=64,  # LoRA adapters' rank (SWE-Gym: r=64 beat full fine-tuning); 0 = full
+            lora_alpha=16.0,  # LoRA scale numerator (scale = alpha / rank)
+            # kernels that get adapters (model/lora.py KERNEL_INPUT_DIMS names)
+            lora_targets=(
+                "q_proj",
+                "k_proj",
+                "v_proj",
+                "o_proj",
+                "gate_proj",
+                "up_proj",
+                "down_proj",
+            ),
+            max_per_task=2,  # at most this many resolved and unresolved trajectories per task
+            heldout_fraction=0.25,  # tasks held out for the AUC (split by task, seeded)
+            steps=100,  # optimizer steps
+            batch_size=16,  # examples per step
+            eval_every=25,  # held-out scoring every k steps (and at the end)
+            eval_batch_size=8,  # held-out prompts per forward pass
+        )
+    )
+    config.lock()
     return config

@@ -26,29 +26,20 @@ def get_config() -> ml_collections.ConfigDict:
         submit_notice_tokens=1792,
     )
     config.rl.update(compact_filtering=True)
-    # sft: AdamW (the fields make_optimizer reads; cosine_decay: to 0 at num_steps) and the data
-    #   of supervised fine-tuning.
-    #   num_steps optimizer steps of batch_size trajectories (micro_batch_size rows per
-    #   forward/backward); epochs reshuffle the data with the seed. max_per_task: the SWE-Gym
-    #   rejection-sampling cap. length_buckets: row lengths (prompt + context budget fits the
-    #   largest); () = powers of two. max_tokens: train on the first max_tokens tokens of each
-    #   trajectory (0 = all).
-    config.sft = ml_collections.ConfigDict(
-        dict(
-            lr=2e-2,
-            b1=0.9,
-            b2=0.95,
-            weight_decay=0.0,
-            grad_clip=1.0,
-            warmup_steps=5,
-            cosine_decay=True,
-            num_steps=200,
-            batch_size=2,
-            micro_batch_size=2,
-            max_per_task=2,
-            length_buckets=(1536, 2048, 2560, 3072, 3584),
-            max_tokens=0,
-        )
+    config.sft.update(
+        lr=2e-2,
+        b1=0.9,
+        b2=0.95,
+        weight_decay=0.0,
+        grad_clip=1.0,
+        warmup_steps=5,
+        cosine_decay=True,
+        num_steps=200,
+        batch_size=2,
+        micro_batch_size=2,
+        max_per_task=2,
+        length_buckets=(1536, 2048, 2560, 3072, 3584),
+        max_tokens=0,
     )
     config.checkpoint.update(every=50, keep=2)
     return config

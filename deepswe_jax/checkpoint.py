@@ -14,14 +14,22 @@ pytree path, and restored into the structure and shardings of an abstract target
 with `restore_target(nnx.eval_shape(...) state, parallel.state_shardings(...))`): a checkpoint
 saved on one mesh restores onto another. Orbax writes each step into a temporary folder and
 renames it when complete, so a crash mid-save leaves the previous step as `latest_step()`.
+
+Faults: a step that no longer restores (damaged after it was written) is skipped with a warning
+naming it, for the newest one that does (`TrainCheckpoints.restore_newest_intact`, and
+`restore_params` / `read_model_config` on a training checkpoint directory); a failed
+asynchronous save raises `CheckpointSaveError` at the next `check_saved()`, `save()` or
+`wait_until_finished()`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import jax
 import numpy as np
@@ -29,11 +37,27 @@ import orbax.checkpoint as ocp
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
+from deepswe_jax.errors import one_line
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
 PARAMS = "params"
 OPT_STATE = "opt_state"
 MODEL_CONFIG = "model_config"
 META = "meta"
 CONFIG = "config"
+# A step folder that no longer restores is renamed <step> + this, out of the step listing.
+CORRUPT_SUFFIX = ".corrupt"
+
+
+class CheckpointSaveError(RuntimeError):
+    """A checkpoint could not be written (e.g. the disk is full); the run must stop."""
+
+
+class CorruptCheckpointError(RuntimeError):
+    """No saved step of a checkpoint directory can be restored."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,6 +221,7 @@ class TrainCheckpoints:
             options=options,
             item_names=(PARAMS, OPT_STATE, MODEL_CONFIG, META, CONFIG),
         )
+        self._writing: int | None = None  # the step an asynchronous save may still be writing
 
     def latest_step(self) -> int | None:
         """The newest fully written step (never one whose save was interrupted), or None."""
@@ -227,6 +252,8 @@ class TrainCheckpoints:
         `model_config` so the step folder can be exported to HF.
         """
         config = _json_ready(config)
+        if self._writing is not None:  # Orbax waits for it anyway; a failure names its step
+            self.wait_until_finished()
         items = {
             PARAMS: ocp.args.StandardSave(_to_nested_dict(params)),
             OPT_STATE: ocp.args.StandardSave(_to_nested_dict(opt_state)),
@@ -236,7 +263,75 @@ class TrainCheckpoints:
             ),
             CONFIG: ocp.args.JsonSave(config),
         }
-        return self._manager.save(step, args=ocp.args.Composite(**items), force=force)
+        with self._save_errors(step):
+            started = self._manager.save(step, args=ocp.args.Composite(**items), force=force)
+        if started:
+            self._writing = step
+            self.check_saved()  # a synchronous save is done: check it now
+        return started
+
+    def check_saved(self) -> None:
+        """Raises CheckpointSaveError if the last save failed; returns at once while it is still
+        being written. Call at step boundaries so a failed background save stops the run there."""
+        if self._writing is not None and not self._manager.is_saving_in_progress():
+            self.wait_until_finished()
+
+    @contextlib.contextmanager
+    def _save_errors(self, step: int) -> Iterator[None]:
+        """Turns an error of saving `step` into one clear CheckpointSaveError."""
+        try:
+            yield
+        except Exception as error:
+            self._manager.reload()
+            latest = self.latest_step()
+            resume = f"step {latest}" if latest is not None else "the start"
+            raise CheckpointSaveError(
+                f"saving checkpoint step {step} in {self.directory} failed ({one_line(error)}); "
+                f"the run stops here. Fix the cause (a full disk? `df -h {self.directory}`) and "
+                f"run again: it resumes from {resume}"
+            ) from error
+
+    def restore_newest_intact(
+        self, *, params: Any, opt_state: Any, mesh: jax.sharding.Mesh | None = None
+    ) -> TrainCheckpoint | None:
+        """`restore` of the newest step that restores, or None when there is no step.
+
+        A step that fails to restore (files damaged after it was written) is skipped with a
+        warning naming it and moved aside to `<step>.corrupt` (process 0), so the run can write
+        that step again. Raises CorruptCheckpointError when every step fails.
+        """
+        failures = []
+        for step in reversed(self.all_steps()):
+            try:
+                return self.restore(step, params=params, opt_state=opt_state, mesh=mesh)
+            except Exception as error:
+                failures.append(f"step {step}: {one_line(error)}")
+                logger.warning(
+                    "checkpoint step %d in %s cannot be restored (%s); skipped, trying the step "
+                    "before%s",
+                    step,
+                    self.directory,
+                    one_line(error),
+                    self._move_aside(step),
+                )
+        if failures:
+            raise CorruptCheckpointError(
+                f"no checkpoint in {self.directory} can be restored ({'; '.join(failures)}); "
+                "move the folder aside to start from scratch, or restore it from a backup"
+            )
+        return None
+
+    def _move_aside(self, step: int) -> str:
+        """Renames step `step`'s folder out of the step listing; says where, for the warning."""
+        if jax.process_index() != 0:
+            return ""
+        source = self.step_directory(step)
+        target = source + CORRUPT_SUFFIX
+        while os.path.exists(target):
+            target += CORRUPT_SUFFIX
+        os.rename(source, target)
+        self._manager.reload()
+        return f" (moved to {target})"
 
     def restore(
         self,
@@ -283,10 +378,23 @@ class TrainCheckpoints:
         return os.path.join(self.directory, str(step))
 
     def wait_until_finished(self) -> None:
-        self._manager.wait_until_finished()
+        """Blocks until the last save is written; raises CheckpointSaveError if it failed."""
+        step, self._writing = self._writing, None
+        if step is None:
+            self._manager.wait_until_finished()
+            return
+        with self._save_errors(step):
+            self._manager.wait_until_finished()
+            self._manager.reload()
+            if step not in self._manager.all_steps():
+                raise FileNotFoundError(f"no folder for step {step} after its save ended")
 
     def close(self) -> None:
-        self._manager.close()
+        """Finishes the last save (CheckpointSaveError if it failed) and releases the manager."""
+        try:
+            self.wait_until_finished()
+        finally:
+            self._manager.close()
 
     def __enter__(self) -> TrainCheckpoints:
         return self
@@ -308,48 +416,90 @@ def save_params(path: str | os.PathLike, params: Any, *, model_config: Mapping[s
         checkpointer.save(path, ocp.args.Composite(**items))
 
 
-def params_directory(path: str | os.PathLike) -> str:
-    """A parameters directory: `path` itself, or the latest step of a training checkpoint dir."""
+def parameter_directories(path: str | os.PathLike) -> list[str]:
+    """The parameters directories `path` offers, best first: `path` itself, or the finished
+    steps of a training checkpoint dir, newest first. Raises FileNotFoundError if none."""
     path = os.path.abspath(os.fspath(path))
     if os.path.isdir(os.path.join(path, PARAMS)):
-        return path
+        return [path]
     steps = (
         [int(name) for name in os.listdir(path) if name.isdigit()] if os.path.isdir(path) else []
     )
-    for step in sorted(steps, reverse=True):
-        if os.path.isdir(os.path.join(path, str(step), PARAMS)):
-            return os.path.join(path, str(step))
-    raise FileNotFoundError(
-        f"{path} holds no Orbax parameters (no '{PARAMS}' item and no finished step folder); "
-        "create one with `python -m launch.import_hf --hf_dir=... --out=...`"
-    )
+    directories = [
+        os.path.join(path, str(step))
+        for step in sorted(steps, reverse=True)
+        if os.path.isdir(os.path.join(path, str(step), PARAMS))
+    ]
+    if not directories:
+        raise FileNotFoundError(
+            f"{path} holds no Orbax parameters (no '{PARAMS}' item and no finished step folder); "
+            "create one with `python -m launch.import_hf --hf_dir=... --out=...`"
+        )
+    return directories
+
+
+def params_directory(path: str | os.PathLike) -> str:
+    """A parameters directory: `path` itself, or the latest step of a training checkpoint dir."""
+    return parameter_directories(path)[0]
+
+
+def _read_newest_intact(path: str | os.PathLike, read: Callable[[str], T]) -> T:
+    """`read(directory)` of the first of `parameter_directories(path)` it succeeds on; each
+    failing step is named in a warning. Raises CorruptCheckpointError when all fail."""
+    *newer, oldest = parameter_directories(path)
+    failures = []
+    for directory in newer:
+        try:
+            return read(directory)
+        except Exception as error:
+            failures.append(f"{directory}: {one_line(error)}")
+            logger.warning(
+                "checkpoint %s cannot be restored (%s); skipped, trying the step before",
+                directory,
+                one_line(error),
+            )
+    try:
+        return read(oldest)
+    except Exception as error:
+        if not failures:  # a parameters directory, or a single step: its own error
+            raise
+        failures.append(f"{oldest}: {one_line(error)}")
+        raise CorruptCheckpointError(
+            f"no parameters in {os.fspath(path)} can be restored ({'; '.join(failures)})"
+        ) from error
 
 
 def read_model_config(path: str | os.PathLike) -> dict:
-    """The HF config.json fields saved next to the parameters in `path` (see params_directory)."""
-    directory = params_directory(path)
-    with ocp.Checkpointer(ocp.CompositeCheckpointHandler()) as checkpointer:
-        restored = checkpointer.restore(
-            directory, ocp.args.Composite(**{MODEL_CONFIG: ocp.args.JsonRestore()})
-        )
-    return dict(restored[MODEL_CONFIG])
+    """The HF config.json fields saved next to the parameters in `path` (see params_directory;
+    a training checkpoint dir falls back from a step that cannot be read to the one before)."""
+
+    def read(directory: str) -> dict:
+        with ocp.Checkpointer(ocp.CompositeCheckpointHandler()) as checkpointer:
+            restored = checkpointer.restore(
+                directory, ocp.args.Composite(**{MODEL_CONFIG: ocp.args.JsonRestore()})
+            )
+        return dict(restored[MODEL_CONFIG])
+
+    return _read_newest_intact(path, read)
 
 
 def restore_params(
     path: str | os.PathLike, abstract_params: Any, *, mesh: jax.sharding.Mesh | None = None
 ) -> Any:
-    """Reads parameters saved by `save_params` or `TrainCheckpoints` (latest step).
+    """Reads parameters saved by `save_params` or `TrainCheckpoints` (the newest step that
+    restores: a damaged one is skipped with a warning naming it).
 
     abstract_params: pytree (e.g. nnx.State from nnx.eval_shape) whose leaves carry shape,
     dtype and sharding; the result has its structure and shardings. mesh: as in
     `TrainCheckpoints.restore`.
     """
-    directory = params_directory(path)
-    with ocp.Checkpointer(ocp.CompositeCheckpointHandler()) as checkpointer:
-        restored = checkpointer.restore(
-            directory,
-            ocp.args.Composite(
-                **{PARAMS: ocp.args.StandardRestore(_abstract_nested(abstract_params, mesh))}
-            ),
-        )
-    return _from_nested_dict(restored[PARAMS], abstract_params)
+    target = _abstract_nested(abstract_params, mesh)
+
+    def read(directory: str) -> Any:
+        with ocp.Checkpointer(ocp.CompositeCheckpointHandler()) as checkpointer:
+            restored = checkpointer.restore(
+                directory, ocp.args.Composite(**{PARAMS: ocp.args.StandardRestore(target)})
+            )
+        return _from_nested_dict(restored[PARAMS], abstract_params)
+
+    return _read_newest_intact(path, read)

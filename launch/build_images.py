@@ -3,10 +3,18 @@
 python launch/build_images.py --tasks=tasks/tasks.jsonl
 """
 
-from absl import app, flags
+import os
+import sys
 
-from deepswe_jax.env.images import ensure_task_images
-from deepswe_jax.env.tasks import load_tasks
+# Run as a script (python launch/build_images.py), the repository root is not on sys.path;
+# deepswe_jax/ lives there.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import flags  # noqa: E402
+
+from deepswe_jax import cli  # noqa: E402
+from deepswe_jax.env.images import ensure_task_images  # noqa: E402
+from deepswe_jax.env.tasks import load_tasks  # noqa: E402
 
 _TASKS = flags.DEFINE_string(
     "tasks", "tasks/tasks.jsonl", "Task file (jsonl, json, parquet or a saved HF dataset)."
@@ -21,4 +29,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -41,6 +41,10 @@ from absl import logging as absl_logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from configs import common  # noqa: E402
+from deepswe_jax import (
+    cli,  # noqa: E402
+    experiment,  # noqa: E402
+)
 from deepswe_jax.parallel.distributed import launched_process_shard  # noqa: E402
 from deepswe_jax.verify import evaluation  # noqa: E402
 from deepswe_jax.verify.select import SELECTORS  # noqa: E402
@@ -123,7 +127,7 @@ def main(argv: list[str]) -> None:
         config.env.max_envs = _MAX_ENVS.value
     tasks = evaluation.load_eval_tasks(_TASKS.value or config.env.tasks, _INSTANCE_IDS.value)
     process_id, num_processes = launched_process_shard(_NUM_PROCESSES.value, _PROCESS_ID.value)
-    evaluation.run_evaluation(
+    experiment.run_evaluation(
         config,
         policy,
         _OUTPUT_DIR.value,
@@ -145,4 +149,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["output_dir"])
-    app.run(main)
+    cli.run(main)

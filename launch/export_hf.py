@@ -15,16 +15,17 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax.numpy as jnp  # noqa: E402
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 from flax import nnx  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
+from deepswe_jax import cli  # noqa: E402
 from deepswe_jax.checkpoint import (  # noqa: E402
-    params_directory,
     read_model_config,
     restore_params,
     restore_target,
 )
+from deepswe_jax.experiment import device_mesh, sharding_rules  # noqa: E402
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, save_hf_checkpoint  # noqa: E402
 from deepswe_jax.parallel import DEFAULT_RULES, make_mesh, state_shardings  # noqa: E402
 
@@ -49,20 +50,18 @@ def main(argv: list[str]) -> None:
     if config is None:
         mesh, rules = make_mesh(), DEFAULT_RULES
     else:
-        mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
-        rules = tuple(tuple(rule) for rule in config.sharding_rules)
-    directory = params_directory(_CKPT.value)
-    saved_config = read_model_config(directory)
-    model_config = Qwen3Config.from_hf_dict(saved_config, source=directory)
+        mesh, rules = device_mesh(config), sharding_rules(config)
+    saved_config = read_model_config(_CKPT.value)  # a damaged newest step falls back
+    model_config = Qwen3Config.from_hf_dict(saved_config, source=_CKPT.value)
     abstract = nnx.eval_shape(lambda: Qwen3ForCausalLM(model_config, rngs=nnx.Rngs(0)))
     graphdef, abstract_params = nnx.split(abstract, nnx.Param)
     target = restore_target(abstract_params, state_shardings(abstract_params, mesh, rules))
-    model = nnx.merge(graphdef, restore_params(directory, target))
+    model = nnx.merge(graphdef, restore_params(_CKPT.value, target))
     dtype = jnp.dtype(_DTYPE.value or saved_config.get("dtype") or "float32")
     save_hf_checkpoint(model, _OUT.value, max_shard_bytes=_MAX_SHARD_BYTES.value, dtype=dtype)
-    print(f"wrote {_OUT.value} from {directory} ({dtype.name})")
+    print(f"wrote {_OUT.value} from {_CKPT.value} ({dtype.name})")
 
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["ckpt", "out"])
-    app.run(main)
+    cli.run(main)

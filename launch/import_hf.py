@@ -15,11 +15,13 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax.numpy as jnp  # noqa: E402
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 from flax import nnx  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
+from deepswe_jax import cli  # noqa: E402
 from deepswe_jax.checkpoint import save_params  # noqa: E402
+from deepswe_jax.experiment import device_mesh, sharding_rules  # noqa: E402
 from deepswe_jax.model import load_hf_checkpoint  # noqa: E402
 from deepswe_jax.parallel import DEFAULT_RULES, make_mesh  # noqa: E402
 
@@ -43,11 +45,7 @@ def main(argv: list[str]) -> None:
     if config is None:
         mesh, rules, param_dtype = make_mesh(), DEFAULT_RULES, "float32"
     else:
-        mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
-        rules, param_dtype = (
-            tuple(tuple(rule) for rule in config.sharding_rules),
-            config.param_dtype,
-        )
+        mesh, rules, param_dtype = device_mesh(config), sharding_rules(config), config.param_dtype
     model = load_hf_checkpoint(_HF_DIR.value, dtype=jnp.dtype(param_dtype), mesh=mesh, rules=rules)
     # Recording the source dtype lets export_hf write the weights back exactly as they came.
     model_config = model.config.to_hf_dict(dtype=hf_dtype(_HF_DIR.value))
@@ -57,4 +55,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["hf_dir", "out"])
-    app.run(main)
+    cli.run(main)

@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags  # noqa: E402
 
+from deepswe_jax import cli  # noqa: E402
 from deepswe_jax.env.k8s_pods import DEFAULT_NAMESPACE  # noqa: E402
 from deepswe_jax.env.tasks import load_tasks  # noqa: E402
 from launch.k8s.manifests import cluster_manifests, to_yaml  # noqa: E402
@@ -96,4 +97,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["out_dir"])
-    app.run(main)
+    cli.run(main)

@@ -33,7 +33,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import app, flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from deepswe_jax.parallel.memory_plan import (  # noqa: E402
+from deepswe_jax import cli  # noqa: E402
+from deepswe_jax.experiment.memory_plan import (  # noqa: E402
     format_plan,
     format_sampler_plan,
     plan_memory,
@@ -90,4 +91,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags  # noqa: E402
 
+from deepswe_jax import cli  # noqa: E402
 from deepswe_jax.env.tasks import read_rows  # noqa: E402
 from deepswe_jax.env.training_data import training_set  # noqa: E402
 
@@ -56,4 +57,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["r2e_gym", "out_dir"])
-    app.run(main)
+    cli.run(main)

@@ -32,6 +32,8 @@ from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
+from deepswe_jax import cli  # noqa: E402
+
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "The trainer's experiment config (model architecture, sampler, agent limits)."
 )
@@ -111,13 +113,13 @@ def main(argv: list[str]) -> None:
     logging.getLogger("deepswe_jax").setLevel(logging.INFO)
     import jax
 
+    from deepswe_jax.experiment import checkpoint_follower
     from deepswe_jax.parallel import make_mesh
-    from deepswe_jax.sampling.checkpoint_follower import CheckpointFollower
 
     data, fsdp, tensor = (int(size) for size in _MESH.value)
     mesh = make_mesh(data, fsdp, tensor, devices=jax.local_devices())
-    follower = CheckpointFollower(
-        _CHECKPOINT_DIR.value, _CONFIG.value, mesh=mesh, status_file=_STATUS_FILE.value
+    follower = checkpoint_follower(
+        _CONFIG.value, _CHECKPOINT_DIR.value, mesh, status_file=_STATUS_FILE.value
     )
     stop = threading.Event()
     try:
@@ -134,4 +136,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["config", "checkpoint_dir"])
-    app.run(main)
+    cli.run(main)

@@ -18,7 +18,10 @@ and records each run in <workdir>/sweep.json; a run that fails does not stop the
 but the sweep exits non-zero. Local runs share a JAX compilation cache (<workdir>/jax_cache). Print mode writes one launch command per run: `sbatch` lines
 (the job runs one task per node, `srun python launch/train.py ...`, so multi-host JAX finds
 SLURM's variables, with JAX_LOCAL_DEVICE_IDS naming all the node's GPUs for its one process)
-or Kubernetes Job manifests (YAML documents; the workdir must be on storage the pods mount).
+or Kubernetes Job manifests (YAML documents; the workdir must be on storage the pods mount),
+built by launch/k8s/manifests.py's `training_job` like the cluster's own training Job: run as
+the deepswe-trainer service account of --k8s_namespace (apply launch/k8s_manifests.py's RBAC
+there first), so runs with --set=env.backend=kubernetes may create their env pods.
 """
 
 import hashlib
@@ -41,6 +44,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from absl import app, flags  # noqa: E402
 
+from deepswe_jax import cli  # noqa: E402
 from deepswe_jax.parallel.distributed import LOCAL_DEVICE_IDS_VARIABLE  # noqa: E402
 
 NAME_LIMIT = 100  # longer run names are cut and end in a hash of the full name
@@ -239,37 +243,37 @@ def k8s_name(prefix: str, run: SweepRun) -> str:
 
 
 def k8s_job(
-    config_path: str, run: SweepRun, *, image: str, repo_dir: str, gpus: int, sweep: str
+    config_path: str,
+    run: SweepRun,
+    *,
+    image: str,
+    repo_dir: str,
+    gpus: int,
+    sweep: str,
+    namespace: str | None = None,
 ) -> dict[str, Any]:
-    """A batch/v1 Job manifest that runs `run` once (no restarts, no retries)."""
-    labels = {
-        "app.kubernetes.io/name": "deepswe-jax",
-        "deepswe.sweep": re.sub(r"[^A-Za-z0-9_.-]+", "-", sweep)[:63].strip("-_.") or "sweep",
-    }
-    container: dict[str, Any] = {
-        "name": "train",
-        "image": image,
-        "workingDir": repo_dir,
-        "command": ["python", *train_argv(config_path, run)],
-    }
-    if gpus > 0:
-        container["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": k8s_name(labels["deepswe.sweep"], run),
-            "labels": labels,
-            "annotations": {"deepswe.run-name": run.name, "deepswe.workdir": run.workdir},
-        },
-        "spec": {
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"labels": dict(labels)},
-                "spec": {"restartPolicy": "Never", "containers": [container]},
-            },
-        },
-    }
+    """The Job manifest (launch/k8s/manifests.training_job, as a plain dict for YAML) that runs
+    `run` once: no restarts or retries, as deepswe-trainer in `namespace` (None: the
+    manifests' namespace)."""
+    try:
+        from launch.k8s.manifests import to_plain, training_job
+    except ImportError as error:
+        raise ImportError(
+            f"--scheduler=k8s builds Jobs with the Kubernetes client ({error}); install it with "
+            '`pip install -e ".[k8s]"`'
+        ) from error
+    label = re.sub(r"[^A-Za-z0-9_.-]+", "-", sweep)[:63].strip("-_.") or "sweep"
+    job = training_job(
+        k8s_name(label, run),
+        image,
+        ["python", *train_argv(config_path, run)],
+        **({"namespace": namespace} if namespace else {}),
+        gpus=gpus,
+        working_dir=repo_dir,
+        labels={"deepswe.sweep": label},
+        annotations={"deepswe.run-name": run.name, "deepswe.workdir": run.workdir},
+    )
+    return to_plain(job)
 
 
 def config_path_in_repo(config_path: str) -> str:
@@ -347,6 +351,11 @@ def define_flags() -> None:
         "k8s_repo_dir", "/workspace", "Where the repository lies in the Jobs' image."
     )
     flags.DEFINE_integer("k8s_gpus", 0, "nvidia.com/gpu limit of each Job's pod.")
+    flags.DEFINE_string(
+        "k8s_namespace",
+        None,
+        "Namespace of the Jobs, where deepswe-trainer may run pods (default: launch/k8s's).",
+    )
     flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -392,6 +401,7 @@ def main(argv: list[str]) -> None:
                 repo_dir=options.k8s_repo_dir,
                 gpus=options.k8s_gpus,
                 sweep=workdir.name,
+                namespace=options.k8s_namespace,
             )
             for run in runs
         ]
@@ -408,4 +418,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    cli.run(main)

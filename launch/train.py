@@ -1,4 +1,5 @@
-"""Train a policy with GRPO++ on software-engineering tasks (the RL loop of deepswe_jax.rl.loop).
+"""Train a policy with GRPO++ on software-engineering tasks (deepswe_jax.rl.loop, built from the
+config by deepswe_jax.experiment.train).
 
   python launch/train.py --config=configs/tiny.py --workdir=/tmp/tiny_run \
       [--config.rl.total_steps=5 --config.rl.lr=3e-4 ...]
@@ -25,9 +26,9 @@ from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from deepswe_jax.experiment import apply_jax_memory_settings  # noqa: E402
+from deepswe_jax import cli  # noqa: E402
+from deepswe_jax.experiment import apply_jax_memory_settings, train  # noqa: E402
 from deepswe_jax.parallel.distributed import initialize_distributed  # noqa: E402
-from deepswe_jax.rl.loop import train  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config",
@@ -61,4 +62,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["config", "workdir"])
-    app.run(main)
+    cli.run(main)

@@ -29,16 +29,16 @@ from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
+from deepswe_jax import cli  # noqa: E402
 from deepswe_jax.agent.trajectory import (  # noqa: E402
     Trajectory,
     read_trajectories,
     write_trajectories,
 )
 from deepswe_jax.env.tasks import load_tasks  # noqa: E402
+from deepswe_jax.experiment import run_expert, train_sft  # noqa: E402
 from deepswe_jax.parallel import init_distributed  # noqa: E402
 from deepswe_jax.parallel.distributed import is_primary_process  # noqa: E402
-from deepswe_jax.rl.sft import train_sft  # noqa: E402
-from deepswe_jax.verify.expert import run_expert  # noqa: E402
 from deepswe_jax.verify.rejection_sampling import select_for_sft  # noqa: E402
 
 logger = logging.getLogger("deepswe_jax.launch.train_sft")
@@ -85,11 +85,6 @@ def main(argv: list[str]) -> None:
     absl_logging.set_verbosity(absl_logging.WARNING)
     logging.getLogger("deepswe_jax").setLevel(logging.INFO)
     config = _CONFIG.value
-    if "sft" not in config:
-        raise app.UsageError(
-            "the config has no sft section (optimizer, steps, batch); start from "
-            "configs/sft_tiny.py"
-        )
     init_distributed()
     if _EXPERT_TASKS.value and jax.process_count() > 1:
         raise app.UsageError(
@@ -135,4 +130,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["config", "workdir"])
-    app.run(main)
+    cli.run(main)

@@ -32,10 +32,11 @@ from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
+from deepswe_jax import cli  # noqa: E402
 from deepswe_jax.agent.trajectory import Trajectory, read_trajectories  # noqa: E402
 from deepswe_jax.env.tasks import load_tasks  # noqa: E402
+from deepswe_jax.experiment import train_verifier  # noqa: E402
 from deepswe_jax.parallel import init_distributed  # noqa: E402
-from deepswe_jax.verify.verifier_training import train_verifier  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Verifier config, e.g. configs/verifier_tiny.py; override with --config.x=y."
@@ -78,4 +79,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     flags.mark_flags_as_required(["config", "workdir", "trajectories"])
-    app.run(main)
+    cli.run(main)

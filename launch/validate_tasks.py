@@ -6,16 +6,23 @@ exits with status 1 if any task fails either check.
     python launch/validate_tasks.py --tasks=tasks/tasks.jsonl
 """
 
+import os
 import sys
-import time
-import uuid
 
-from absl import app, flags
+# Run as a script (python launch/validate_tasks.py), the repository root is not on sys.path;
+# deepswe_jax/ lives there.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from deepswe_jax.env.grading import check_tasks, format_checks
-from deepswe_jax.env.hosts import default_client
-from deepswe_jax.env.images import ensure_task_images
-from deepswe_jax.env.tasks import load_tasks
+import time  # noqa: E402
+import uuid  # noqa: E402
+
+from absl import flags  # noqa: E402
+
+from deepswe_jax import cli  # noqa: E402
+from deepswe_jax.env.grading import check_tasks, format_checks  # noqa: E402
+from deepswe_jax.env.hosts import default_client  # noqa: E402
+from deepswe_jax.env.images import ensure_task_images  # noqa: E402
+from deepswe_jax.env.tasks import load_tasks  # noqa: E402
 
 _TASKS = flags.DEFINE_string(
     "tasks", "tasks/tasks.jsonl", "Task file (jsonl, json, parquet or a saved HF dataset)."
@@ -55,4 +62,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -244,7 +244,7 @@ def test_qwen3_with_nnx_optimizer_restores_under_another_mesh(tmp_path):
         )
         checkpoints.wait_until_finished()
 
-    restore_mesh = make_mesh(fsdp=2, tensor=4)
+    restore_mesh = make_mesh(data=2, fsdp=2, tensor=2)
     abstract_model, abstract_optimizer = nnx.eval_shape(lambda: make(1))
     abstract_params = nnx.state(abstract_model, nnx.Param)
     abstract_opt_state = nnx.state(abstract_optimizer)

@@ -1,13 +1,18 @@
 """Configs: the contract's fields, Qwen3-32B's exact parameter count, command-line overrides,
 and the environment backend a config selects (experiment.make_env_pool)."""
 
+import ast
 import asyncio
 import dataclasses
+import importlib
+import io
 import json
 import os
+import pkgutil
 import subprocess
 import sys
 import textwrap
+import tokenize
 
 import jax
 import pytest
@@ -15,7 +20,9 @@ import tokenizers
 from flax import nnx
 from ml_collections import ConfigDict
 
+import configs
 from configs import common, deepswe_qwen3_32b, tiny
+from deepswe_jax import cli
 from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
 from deepswe_jax.env.hosts import default_endpoint
 from deepswe_jax.env.k8s_pods import K8sPodSettings
@@ -101,6 +108,71 @@ def test_every_contract_field_exists(module):
     assert config.sampler.kind in ("jax", "vllm")
 
 
+def schema(config: ConfigDict, prefix: str = "") -> dict[str, type]:
+    """{dotted field: type} of every leaf field of `config`."""
+    fields = {}
+    for key in config.keys():
+        if isinstance(config[key], ConfigDict):
+            fields.update(schema(config[key], f"{prefix}{key}."))
+        else:
+            fields[prefix + key] = config.get_type(key)
+    return fields
+
+
+def experiment_configs() -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules(configs.__path__) if m.name != "common")
+
+
+@pytest.mark.parametrize("name", experiment_configs())
+def test_every_config_has_exactly_the_fields_common_declares(name):
+    """configs/common.py is the schema: experiment configs only change values (the config is
+    locked, so adding a field outside common.py fails in get_config), with the same types."""
+    config = importlib.import_module(f"configs.{name}").get_config()
+    assert config.is_locked
+    assert schema(config) == schema(common.get_config())
+
+
+def test_every_common_field_says_what_it_means():
+    """Each field declared in configs/common.py has a comment on its line or a comment line
+    right above it (model.* are HF config.json's fields, named once for the section)."""
+    path = os.path.join(REPO_ROOT, "configs", "common.py")
+    source = open(path).read()
+    lines = source.splitlines()
+    commented = {
+        token.start[0]
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.COMMENT
+    }
+    tree = ast.parse(source)
+    model_dict = next(
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "config.model"
+    )
+    model_keywords = {id(k) for k in ast.walk(model_dict) if isinstance(k, ast.keyword)}
+    declarations = [  # (field name, node): dict(...) keywords and config.x = ... statements
+        (node.arg, node)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.keyword) and id(node) not in model_keywords
+    ] + [
+        (node.targets[0].attr, node)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and ast.unparse(node.targets[0]).count(".") == 1
+        and "ConfigDict" not in ast.unparse(node.value)
+    ]
+    undocumented = [
+        name
+        for name, node in declarations
+        if not commented & set(range(node.lineno, node.end_lineno + 1))
+        and not lines[node.lineno - 2].strip().startswith("#")
+    ]
+    assert not undocumented, f"fields without a comment saying what they mean: {undocumented}"
+    names = {name for name, _ in declarations} | set(common.get_config().model.keys())
+    leaf_names = {field.rpartition(".")[2] for field in schema(common.get_config())}
+    assert leaf_names <= names
+
+
 def test_qwen3_32b_parameter_count_from_abstract_model():
     config = deepswe_qwen3_32b.get_config()
     v, e, m, layers = 151936, 5120, 25600, 64
@@ -179,6 +251,49 @@ def test_command_line_overrides():
     assert loaded["model"]["hidden_size"] == tiny.get_config().model.hidden_size
 
 
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "--config.rl.lrr=1",
+            "--config.rl.lrr: section rl has no field 'lrr' (did you mean rl.lr?); "
+            "configs/common.py declares every field",
+        ),
+        ("--config.rl.lr=abc", "flag --config.rl.lr=abc: could not convert string to float"),
+    ],
+)
+def test_a_bad_override_is_refused_with_the_fields_name_before_any_work(
+    tmp_path, override, message
+):
+    workdir = tmp_path / "run"
+    command = [
+        sys.executable,
+        "launch/train.py",
+        "--config=configs/tiny.py",
+        f"--workdir={workdir}",
+        override,
+    ]
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    assert message in result.stderr and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert not workdir.exists()
+
+
+def test_override_fields_are_checked_against_the_schema():
+    config = tiny.get_config()
+    argv = ["--config", "configs/tiny.py", "--config.rl.lr", "1", "--noconfig.rl.overlap"]
+    assert cli._flag_arguments(argv, "config") == (
+        "configs/tiny.py",
+        ["rl.lr", "rl.overlap"],
+    )
+    assert cli.unknown_field(config, "env.kubernetes.namespace") is None
+    assert "did you mean env.kubernetes.namespace?" in cli.unknown_field(
+        config, "env.kubernetes.namespce"
+    )
+    assert "section sampler.kind has no field 'x'" in cli.unknown_field(config, "sampler.kind.x")
+    assert "the config has no field 'learning_rate'" in cli.unknown_field(config, "learning_rate")
+
+
 def test_tiny_vocabulary_covers_the_test_tokenizer():
     config = tiny.get_config()
     tokenizer = tokenizers.Tokenizer.from_file(
@@ -203,7 +318,7 @@ def test_docker_backend_builds_a_docker_pool():
     assert pool.runtime_factory is None and pool.build_images
     assert [host.endpoint for host in pool.placement.hosts.hosts] == [default_endpoint()]
     assert pool.placement.factory == DockerRuntimeFactory(
-        mem_limit="1g", nano_cpus=10**9, pids_limit=256
+        mem_limit="1g", nano_cpus=10**9, pids_limit=256, disk_limit="10g", disk_limit_mode="auto"
     )
     assert pool.step_timeout == config.agent.step_timeout and pool.max_envs == 8
     assert pool._grade_slots._value == 3  # gradings at once

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from configs import deepswe_preview_eval
+from deepswe_jax import experiment
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.trajectory import read_trajectories
-from deepswe_jax.parallel.memory_plan import GB, plan_sampler_memory
-from deepswe_jax.verify import evaluation
+from deepswe_jax.experiment.memory_plan import GB, plan_sampler_memory
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TOKENIZER_DIR = REPO_ROOT / "tests" / "assets" / "tokenizer"
@@ -54,7 +54,7 @@ def test_the_planner_fits_the_evaluation_on_8_h100_with_vllm():
 def test_the_evaluation_refuses_to_start_without_prompts(tmp_path):
     config = deepswe_preview_eval.get_config("mini")
     with pytest.raises(ValueError, match=r"config\.agent\.prompts_file=''"):
-        evaluation.run_evaluation(config, str(tmp_path / "policy"), tmp_path, tasks=[], num_runs=1)
+        experiment.run_evaluation(config, str(tmp_path / "policy"), tmp_path, tasks=[], num_runs=1)
     assert not (tmp_path / "policy").exists() and list(tmp_path.iterdir()) == []
 
 

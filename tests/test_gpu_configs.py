@@ -7,9 +7,9 @@ import pytest
 from flax import nnx
 
 from configs import deepswe_qwen3_8b, deepswe_qwen3_32b, qwen3_1p7b_1gpu
+from deepswe_jax.experiment.memory_plan import GB, plan_memory
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import make_mesh
-from deepswe_jax.parallel.memory_plan import GB, plan_memory
 from deepswe_jax.rl.batch import bucket_length, length_buckets_up_to, row_length_buckets
 from deepswe_jax.sampling.memory import memory_per_device
 

@@ -77,17 +77,17 @@ def worker(out_dir: Path, name: str) -> None:
     from flax import nnx
 
     from configs import tiny
+    from deepswe_jax import experiment
     from deepswe_jax.checkpoint import TrainCheckpoints, restore_target
-    from deepswe_jax.rl import loop
     from deepswe_jax.rl.batch import MicroBatch
 
     config = tiny.get_config()
     config.mesh.update(data=1, fsdp=-1, tensor=1)
     config.rl.lr = 1e-3
     config.model.num_hidden_layers = 1  # compile time dominates on 2 shared cores
-    rules = loop.sharding_rules(config)
-    trainer = loop.make_trainer(config, rules)
-    state = trainer.init_state(loop.initial_params(config, trainer.mesh, rules))
+    rules = experiment.sharding_rules(config)
+    trainer = experiment.make_trainer(config, experiment.device_mesh(config), rules)
+    state = trainer.init_state(experiment.initial_params(config, trainer.mesh, rules))
     local = [
         MicroBatch(**{k: process_local_rows(v, trainer.batch_sharding) for k, v in mb.items()})
         for mb in synthetic_micro_batches()
@@ -107,7 +107,7 @@ def worker(out_dir: Path, name: str) -> None:
             config=config,
         )
     if jax.process_count() == 1 and (out_dir / "two_process_checkpoints").exists():
-        _, abstract = nnx.split(nnx.eval_shape(loop.model_factory(config)), nnx.Param)
+        _, abstract = nnx.split(nnx.eval_shape(experiment.model_factory(config)), nnx.Param)
         abstract_opt = jax.eval_shape(trainer.optimizer.init, abstract)
         with TrainCheckpoints(out_dir / "two_process_checkpoints") as checkpoints:
             restored = checkpoints.restore(

@@ -45,16 +45,19 @@ def worker(out_dir: Path) -> None:
     import asyncio
 
     import jax
+    from flax import nnx
     from jax.experimental import multihost_utils
 
+    from deepswe_jax import experiment
     from deepswe_jax.rl import loop
     from deepswe_jax.sampling import GenerateRequest, SamplingParams
 
     config = small_config()
-    rules = loop.sharding_rules(config)
-    trainer = loop.make_trainer(config, rules)
-    params = loop.initial_params(config, trainer.mesh, rules)
-    sampler = loop.make_sampler(config, trainer, params, rules, seed=0)
+    rules = experiment.sharding_rules(config)
+    trainer = experiment.make_trainer(config, experiment.device_mesh(config), rules)
+    params = experiment.initial_params(config, trainer.mesh, rules)
+    model = nnx.merge(trainer.graphdef, params)
+    sampler = experiment.make_sampler(config, model, trainer.mesh, rules, seed=0)
     host_gathers = []
     for module, name in ((multihost_utils, "process_allgather"), (jax, "device_get")):
         original = getattr(module, name)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import math
+import pkgutil
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,6 +14,7 @@ from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+import configs
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import (
     DEFAULT_RULES,
@@ -19,8 +24,10 @@ from deepswe_jax.parallel import (
     init_distributed,
     logical_to_spec,
     make_mesh,
+    mesh_shape_for,
     shard_model,
     state_shardings,
+    variable_logical_axes,
 )
 
 TINY = Qwen3Config(
@@ -43,18 +50,54 @@ def test_make_mesh_fills_the_remaining_axis():
         make_mesh(data=1, fsdp=2, tensor=3)
 
 
-def test_logical_to_spec_drops_non_dividing_and_repeated_axes():
+def test_logical_to_spec_refuses_non_dividing_and_colliding_axes():
     mesh_shape = {"data": 2, "fsdp": 4, "tensor": 2}
     assert logical_to_spec(("embed", "heads", "head_dim")) == P("fsdp", "tensor")
-    # 3 kv heads cannot be split over tensor=2: replicated instead of an error.
-    spec = logical_to_spec(("embed", "kv_heads"), shape=(32, 3), mesh_shape=mesh_shape)
+    # 3 kv heads cannot be split over tensor=2: an error naming the fix, not a silent copy...
+    with pytest.raises(ValueError, match=r"'tensor' \(size 2\) does not divide dimension 1 "):
+        logical_to_spec(("embed", "kv_heads"), shape=(32, 3), mesh_shape=mesh_shape)
+    # ...unless the rules say to replicate them.
+    replicate_kv = (*DEFAULT_RULES, ("kv_heads", None))
+    spec = logical_to_spec(
+        ("embed", "kv_heads"), replicate_kv, shape=(32, 3), mesh_shape=mesh_shape
+    )
     assert spec == P("fsdp")
-    # batch -> (data, fsdp); a batch of 2 only takes the data axis.
-    assert logical_to_spec(("batch",), shape=(2,), mesh_shape=mesh_shape) == P("data")
-    # fsdp is already used by batch, so embed stays unsharded on the same array.
-    assert logical_to_spec(("batch", "embed"), DEFAULT_RULES) == P(("data", "fsdp"))
+    # A batch of 2 on the (data, fsdp) = 8-way batch axis: refused for an array that is placed,
+    # left to XLA for an activation (constrain).
+    with pytest.raises(ValueError, match="'fsdp' \\(size 4\\) does not divide"):
+        logical_to_spec(("batch",), shape=(2,), mesh_shape=mesh_shape)
+    spec = logical_to_spec(("batch",), shape=(2,), mesh_shape=mesh_shape, drop_non_dividing=True)
+    assert spec == P("data")
+    # fsdp shards both batch and embed: two dimensions of one array cannot share a mesh axis.
+    with pytest.raises(ValueError, match="Colliding mesh axes: .* 'batch' and 'embed' to .*'fsdp'"):
+        logical_to_spec(("batch", "embed"), DEFAULT_RULES)
+    # Axes the mesh lacks are skipped (a mesh of fsdp and tensor only).
+    assert logical_to_spec(("batch",), shape=(8,), mesh_shape={"fsdp": 4}) == P("fsdp")
     with pytest.raises(KeyError, match="logical axis 'experts' has no sharding rule"):
         logical_to_spec(("experts",))
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(m.name for m in pkgutil.iter_modules(configs.__path__) if m.name != "common"),
+)
+def test_every_shipped_config_lays_out_its_parameters(name):
+    """Each config on its own mesh (the product of its sizes, or the 8 test devices for a -1
+    axis; Qwen3-32B on 64): every parameter resolves without a dropped axis. Nothing is
+    allocated (nnx.eval_shape)."""
+    config = importlib.import_module(f"configs.{name}").get_config()
+    sizes = (config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
+    devices = 8 if -1 in sizes else math.prod(sizes)
+    mesh_shape = dict(zip(("data", "fsdp", "tensor"), mesh_shape_for(*sizes, devices), strict=True))
+    model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
+    abstract = nnx.eval_shape(lambda: Qwen3ForCausalLM(model_config, rngs=nnx.Rngs(0)))
+    for _, variable in nnx.to_flat_state(nnx.state(abstract, nnx.Param)):
+        logical_to_spec(
+            variable_logical_axes(variable),
+            config.sharding_rules,
+            shape=variable.get_value().shape,
+            mesh_shape=mesh_shape,
+        )
 
 
 def test_constrain_applies_only_under_a_mesh():

@@ -11,9 +11,9 @@ from flax import nnx
 
 from configs import deepswe_qwen3_32b, tiny
 from deepswe_jax.checkpoint import restore_target
+from deepswe_jax.experiment.memory_plan import plan_memory
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import batch_sharding, make_mesh, state_shardings
-from deepswe_jax.parallel.memory_plan import plan_memory
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -17,8 +17,10 @@ import kubernetes_validate
 import pytest
 
 from deepswe_jax.checkpoint import TrainCheckpoints
+from deepswe_jax.env.k8s_pods import DEFAULT_NAMESPACE, OWNER_POD_ENV
 from deepswe_jax.rl.metrics import read_metrics
 from launch import sweep
+from launch.k8s.manifests import TRAINER_ACCOUNT
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY = str(REPO_ROOT / "configs" / "tiny.py")
@@ -81,7 +83,18 @@ def test_print_mode_writes_sbatch_lines_and_valid_kubernetes_jobs(tmp_path):
         pod = job["spec"]["template"]["spec"]
         assert pod["restartPolicy"] == "Never" and job["spec"]["backoffLimit"] == 0
         assert f"--workdir={run.workdir}" in pod["containers"][0]["command"]
+        # The manifests' Job builder: it may run env pods, which are collected with its pod.
+        assert pod["serviceAccountName"] == TRAINER_ACCOUNT
+        assert [e["name"] for e in pod["containers"][0]["env"]] == list(OWNER_POD_ENV)
+        assert job["metadata"]["namespace"] == DEFAULT_NAMESPACE
+        assert job["metadata"]["annotations"]["deepswe.workdir"] == run.workdir
+        assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
     assert len({job["metadata"]["name"] for job in jobs}) == 3
+    other = sweep.k8s_job(
+        "configs/tiny.py", runs[0], image="i", repo_dir="/w", gpus=0, sweep="lr", namespace="x"
+    )
+    container = other["spec"]["template"]["spec"]["containers"][0]
+    assert other["metadata"]["namespace"] == "x" and "resources" not in container
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ from deepswe_jax.agent.trajectory import StopReason, read_trajectories, write_tr
 from deepswe_jax.env.observation import FINISHED_OBSERVATION, format_observation
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.tasks import Task, load_tasks
-from deepswe_jax.experiment import initial_params, model_factory, sharding_rules
+from deepswe_jax.experiment import episode_settings, initial_params, model_factory, sharding_rules
 from deepswe_jax.parallel import make_mesh
 from deepswe_jax.rl.sft import sft_batch
 from deepswe_jax.sampling.jax_sampler import JaxSampler
@@ -172,7 +172,7 @@ def test_expert_solves_tasks_through_docker_with_token_exact_turns(tokenizer, sp
     async def collect():
         async with EnvPool(max_envs=2, run_label=label, client=client, step_timeout=60) as pool:
             return await collect_expert_trajectories(
-                tasks, pool, tokenizer, config, show_progress=False
+                tasks, pool, tokenizer, episode_settings(config), show_progress=False
             )
 
     try:
@@ -220,7 +220,14 @@ def first_reply_parse_rate(
     try:
         trajectories = asyncio.run(
             collect_rollouts(
-                tasks, 1, CannedEnvPool(), sampler, tokenizer, config, 0, show_progress=False
+                tasks,
+                1,
+                CannedEnvPool(),
+                sampler,
+                tokenizer,
+                episode_settings(config),
+                0,
+                show_progress=False,
             )
         )
     finally:
@@ -233,7 +240,11 @@ def test_sft_on_expert_trajectories_teaches_the_tool_call_format(tokenizer, spli
     train, held_out = split_tasks
     trajectories = asyncio.run(
         collect_expert_trajectories(
-            train, CannedEnvPool(), tokenizer, sft_tiny.get_config(), show_progress=False
+            train,
+            CannedEnvPool(),
+            tokenizer,
+            episode_settings(sft_tiny.get_config()),
+            show_progress=False,
         )
     )
     assert all(t.reward == 1.0 for t in trajectories)

@@ -10,7 +10,7 @@ user message after each step. Two profiles (config.agent.interface):
                (`agent.r2egym`); its prompts come from the user's file.
 
 The episode loop (`agent.rollout`) only talks to this protocol; `rollout.EpisodeSettings`
-builds the configured one. Ours needs of the environment only `env.protocols.EnvProtocol`;
+carries the configured one (experiment.agent_interface builds it). Ours needs of the environment only `env.protocols.EnvProtocol`;
 R2E-Gym's installs and runs its own scripts, so it needs commands and files as well
 (`env.r2egym.CommandEnv`, which the pool's `environment.Env` provides).
 """

@@ -34,7 +34,9 @@ from deepswe_jax.agent.prompts import TOOL_ALIASES, TOOLS
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
-FUNCTION_OPEN = re.compile(r"<function=([^>\n]*)>")
+# A name never holds "<": each scan for a name's ">" stops at the next "<", so a reply of many
+# unclosed "<function=" openings is read in linear time (not one scan to the end per opening).
+FUNCTION_OPEN = re.compile(r"<function=([^<>\n]*)>")
 PARAMETER_OPEN = re.compile(r"<parameter=([^>\n]*)>")
 PARAMETER_CLOSE = "</parameter>"
 FUNCTION_CLOSE = "</function>"

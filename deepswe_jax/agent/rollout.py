@@ -36,19 +36,10 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import ml_collections
 import tqdm
 
 from deepswe_jax.agent.chat import ChatTokenizer, ConversationTokens, Message
-from deepswe_jax.agent.interface import (
-    DEEPSWE_JAX,
-    INTERFACES,
-    R2EGYM,
-    AgentInterface,
-    DeepSweJaxInterface,
-    Progress,
-)
-from deepswe_jax.agent.r2egym import PromptFileError, R2EGymInterface, load_prompts
+from deepswe_jax.agent.interface import AgentInterface, DeepSweJaxInterface, Progress
 from deepswe_jax.agent.trajectory import StopReason, Trajectory, write_trajectories
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.sampling.base import GenerateRequest, Sampler, SamplingParams
@@ -64,72 +55,30 @@ SUBMIT_NOTICE_FRACTION = 7 / 8
 
 @dataclass(frozen=True)
 class EpisodeSettings:
-    """Limits and sampling parameters of one episode (from config.agent and config.sampler).
+    """Limits and sampling parameters of one episode (config.agent and config.sampler).
 
-    `submit_notice_tokens`: once this many tokens follow the prompt, each
-    observation asks the agent to submit now. `interface`: what the agent is shown and how its
-    calls run (`agent.interface`; ours by default).
+    `submit_notice_tokens`: once this many tokens follow the prompt, each observation asks the
+    agent to submit now; None = 7/8 of `max_context` (rLLM: 28K of a 32K budget).
+    `interface`: what the agent is shown and how its calls run (ours by default).
     """
 
     max_steps: int
     max_prompt_tokens: int
     max_context: int
-    submit_notice_tokens: int
     trajectory_timeout: float
     reward_timeout: float
+    submit_notice_tokens: int | None = None
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
     interface: AgentInterface = field(default_factory=DeepSweJaxInterface)
 
-    @classmethod
-    def from_config(cls, config: ml_collections.ConfigDict) -> EpisodeSettings:
-        """Reads `config.agent` and `config.sampler`; `config.agent.submit_notice_tokens` is
-        optional (default: 7/8 of `max_context`), so are `config.agent.interface` (default
-        ours) and `config.agent.prompts_file` (see `interface_from_config`)."""
-        agent = config.agent
-        return cls(
-            max_steps=int(agent.max_steps),
-            max_prompt_tokens=int(agent.max_prompt_tokens),
-            max_context=int(agent.max_context),
-            submit_notice_tokens=int(
-                agent.get("submit_notice_tokens", agent.max_context * SUBMIT_NOTICE_FRACTION)
-            ),
-            trajectory_timeout=float(agent.trajectory_timeout),
-            reward_timeout=float(agent.reward_timeout),
-            temperature=float(config.sampler.temperature),
-            top_p=float(config.sampler.top_p),
-            top_k=int(config.sampler.top_k),
-            interface=interface_from_config(agent),
-        )
-
-
-def interface_from_config(agent: ml_collections.ConfigDict) -> AgentInterface:
-    """The interface config.agent.interface names; 'r2egym' reads its prompts from
-    config.agent.prompts_file (`agent.r2egym.load_prompts`).
-
-    Raises:
-      ValueError: an unknown interface, or a prompts file that is missing (none given
-        included) or malformed, naming the setting to change.
-    """
-    name = agent.get("interface", DEEPSWE_JAX)
-    prompts_file = agent.get("prompts_file", "")
-    if name == DEEPSWE_JAX:
-        if prompts_file:
-            raise ValueError(
-                f"config.agent.prompts_file={prompts_file!r} is only read by "
-                "config.agent.interface='r2egym'; clear it, or set the interface to r2egym"
-            )
-        return DeepSweJaxInterface()
-    if name == R2EGYM:
-        try:
-            return R2EGymInterface(load_prompts(prompts_file))
-        except PromptFileError as error:
-            raise ValueError(f"config.agent.prompts_file={prompts_file!r}: {error}") from None
-    raise ValueError(
-        f"config.agent.interface={name!r} is not one of {', '.join(INTERFACES)}; "
-        "'deepswe_jax' is ours, 'r2egym' R2E-Gym's as DeepSWE-Preview was trained with"
-    )
+    @property
+    def submit_notice_after(self) -> int:
+        """Response tokens after which observations tell the agent to submit."""
+        if self.submit_notice_tokens is None:
+            return int(self.max_context * SUBMIT_NOTICE_FRACTION)
+        return self.submit_notice_tokens
 
 
 def initial_messages(task: Task) -> list[Message]:
@@ -156,17 +105,15 @@ async def run_episode(
     env_pool: EnvPoolProtocol,
     sampler: Sampler,
     tokenizer: ChatTokenizer,
-    cfg: ml_collections.ConfigDict,
+    settings: EpisodeSettings,
     rollout_index: int,
     policy_version: int,
 ) -> Trajectory:
     """Runs one episode of `task` (see the module docstring) and returns its trajectory.
 
-    `cfg` is the root config (agent.* and sampler.* are read). Container and
-    grader failures end the episode as env_error / infra_error instead of
+    Container and grader failures end the episode as env_error / infra_error instead of
     raising; sampler errors and cancellation propagate (the Env is released).
     """
-    settings = EpisodeSettings.from_config(cfg)
     started = time.perf_counter()
     messages = settings.interface.initial_messages(task, max_steps=settings.max_steps)
     state = _EpisodeState(ConversationTokens(tokenizer.prompt_ids(messages)))
@@ -321,7 +268,7 @@ async def _interact(
             max_steps=settings.max_steps,
             tokens_before_reply=tokens_before_reply,
             tokens_after_reply=tokens.num_response_tokens,
-            submit_notice_tokens=settings.submit_notice_tokens,
+            submit_notice_tokens=settings.submit_notice_after,
         )
         text = interface.observation_message(observation, progress)
         observation_ids = tokenizer.observation_ids(text, assistant_turn_closed=closed)
@@ -354,7 +301,7 @@ async def _episode_with_retries(
     env_pool: EnvPoolProtocol,
     sampler: Sampler,
     tokenizer: ChatTokenizer,
-    cfg: ml_collections.ConfigDict,
+    settings: EpisodeSettings,
     rollout_index: int,
     policy_version: int,
 ) -> Trajectory:
@@ -362,7 +309,9 @@ async def _episode_with_retries(
     its Docker host went away), so no trajectory is lost silently."""
 
     def episode() -> Awaitable[Trajectory]:
-        return run_episode(task, env_pool, sampler, tokenizer, cfg, rollout_index, policy_version)
+        return run_episode(
+            task, env_pool, sampler, tokenizer, settings, rollout_index, policy_version
+        )
 
     return await env_pool.run_with_retries(
         episode,
@@ -377,13 +326,13 @@ async def run_group(
     env_pool: EnvPoolProtocol,
     sampler: Sampler,
     tokenizer: ChatTokenizer,
-    cfg: ml_collections.ConfigDict,
+    settings: EpisodeSettings,
     policy_version: int,
 ) -> list[Trajectory]:
     """`n` concurrent episodes of `task` (rollout_index 0..n-1)."""
     return await _gather_or_cancel(
         [
-            _episode_with_retries(task, env_pool, sampler, tokenizer, cfg, i, policy_version)
+            _episode_with_retries(task, env_pool, sampler, tokenizer, settings, i, policy_version)
             for i in range(n)
         ],
         progress=None,
@@ -396,7 +345,7 @@ async def collect_rollouts(
     env_pool: EnvPoolProtocol,
     sampler: Sampler,
     tokenizer: ChatTokenizer,
-    cfg: ml_collections.ConfigDict,
+    settings: EpisodeSettings,
     policy_version: int,
     *,
     output_path: str | os.PathLike | None = None,
@@ -412,7 +361,9 @@ async def collect_rollouts(
     ) as progress:
         trajectories = await _gather_or_cancel(
             [
-                _episode_with_retries(task, env_pool, sampler, tokenizer, cfg, i, policy_version)
+                _episode_with_retries(
+                    task, env_pool, sampler, tokenizer, settings, i, policy_version
+                )
                 for task in tasks
                 for i in range(n)
             ],

@@ -29,9 +29,17 @@ class StopReason(str, enum.Enum):
     timeout = "timeout"
     env_error = "env_error"
 
+    @property
+    def compact_filtered(self) -> bool:
+        """A budget (steps, tokens, time), not the policy, ended the episode: DeepSWE's compact
+        filtering masks it out of the loss but keeps it in the group's baseline with reward 0."""
+        return self in (StopReason.max_steps, StopReason.max_context, StopReason.timeout)
 
-# Stops whose trajectories get loss mask 0 but keep reward 0 in their group's baseline.
-COMPACT_FILTERED = frozenset({StopReason.max_steps, StopReason.max_context, StopReason.timeout})
+    @property
+    def env_failure(self) -> bool:
+        """The environment broke (container died mid-episode): like an infrastructure error, the
+        rollout is masked, counted separately and left out of the baseline."""
+        return self is StopReason.env_error
 
 
 @dataclass(frozen=True)
@@ -85,7 +93,7 @@ class Trajectory:
     @property
     def compact_filtered(self) -> bool:
         """True when the stop reason is one compact filtering masks."""
-        return self.stop_reason in COMPACT_FILTERED
+        return self.stop_reason.compact_filtered
 
     def to_json(self) -> str:
         """One jsonl line (no trailing newline)."""

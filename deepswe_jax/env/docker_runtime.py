@@ -2,17 +2,20 @@
 agent's patch, remove it; `DockerRuntimeFactory` makes them for EnvPool and the grader.
 
 The container's PID 1 is a small stdlib tool server (`tools/tool_server.py`); the
-host attaches to its stdin/stdout once and exchanges one JSON line per request,
+host attaches to its stdin/stdout once and exchanges one JSON frame per request,
 so a tool call costs a fork inside the container instead of a `docker exec`
-(a process start in the container runtime plus three API round trips). Timeouts
-are enforced inside the container: at the deadline the server SIGKILLs every
-process of the command's session, then answers. If the server itself stops
-answering, the host gives up `SERVER_GRACE_S` after the deadline and reports
-the environment as unavailable.
+(a process start in the container runtime plus three API round trips). Frames carry a
+secret the host sends first (random per container), so nothing the agent writes to the
+server's stdout or stdin can desynchronize the channel. Timeouts are enforced inside the
+container: at the deadline the server SIGKILLs every process of the command's session (and
+after every command, whatever else it left running), then answers. If the server itself
+stops answering, the host gives up `SERVER_GRACE_S` after the deadline and reports the
+environment as unavailable.
 
-Containers have no network, memory/CPU/pids limits, and the run and owner labels of
-`ownership` (plus deepswe.pid); containers still alive at interpreter exit or on SIGTERM are
-removed.
+Containers have no network, memory/CPU/pids limits, a disk limit (`disk_limit`: Docker's
+`--storage-opt size=` where the storage driver supports it, else enforced by the tool server:
+see `DISK_LIMIT_MODES`), and the run and owner labels of `ownership` (plus deepswe.pid);
+containers still alive at interpreter exit or on SIGTERM are removed.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import socket
 import threading
 import time
@@ -52,6 +56,17 @@ logger = logging.getLogger(__name__)
 
 PID_LABEL = "deepswe.pid"
 READY_TIMEOUT_S = 60.0
+FRAME_TAG = b"DEEPSWE "  # tools/tool_server.py's
+# How a container's disk use is limited:
+#   storage_opt  Docker's --storage-opt size=: the whole writable layer (overlay2 on xfs with
+#                pquota, btrfs, zfs); refused with a clear error elsewhere.
+#   tool_server  the tool server: no file past the limit (RLIMIT_FSIZE) and commands killed
+#                once the container has written more than the limit to disk (bytes written,
+#                not space held: deleting files does not give any back).
+#   auto         storage_opt where the engine supports it, else tool_server.
+DISK_LIMIT_MODES = ("auto", "storage_opt", "tool_server")
+# Docker engines (base URL) without --storage-opt size support, learned on first refusal.
+_NO_STORAGE_OPT: set[str] = set()
 
 T = TypeVar("T")
 
@@ -116,31 +131,61 @@ def remove_stale_containers(
 
 
 class _ServerChannel:
-    """The attached stdin/stdout of the tool server: JSON lines in Docker's multiplexed framing."""
+    """The attached stdin/stdout of the tool server, in Docker's multiplexed framing: frames
+    `DEEPSWE <secret> <length>\n<json>` both ways (tools/tool_server.py); other bytes on the
+    server's stdout (an agent writing to /proc/1/fd/1) are skipped."""
 
-    def __init__(self, api: docker.APIClient, container_id: str):
+    def __init__(self, api: docker.APIClient, container_id: str, secret: str):
         response_socket = api.attach_socket(
             container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
         )
         self._response_socket = response_socket
         self._sock: socket.socket = getattr(response_socket, "_sock", response_socket)
+        self._marker = FRAME_TAG + secret.encode("ascii") + b" "
         self._raw = bytearray()
         self._stdout = bytearray()
         self.stderr_tail = bytearray()
+        self.skipped_bytes = 0
+
+    def send_secret(self) -> None:
+        """The first line the server reads: the secret of every frame after it."""
+        self._sock.settimeout(SERVER_GRACE_S)
+        self._sock.sendall(self._marker[len(FRAME_TAG) :].strip() + b"\n")
 
     def send(self, message: Mapping[str, Any]) -> None:
-        data = json.dumps(message, ensure_ascii=True).encode("ascii") + b"\n"
+        payload = json.dumps(message, ensure_ascii=True).encode("ascii")
         self._sock.settimeout(SERVER_GRACE_S)
-        self._sock.sendall(data)
+        self._sock.sendall(self._marker + str(len(payload)).encode("ascii") + b"\n" + payload)
+
+    def _next_frame(self) -> dict[str, Any] | None:
+        """The next whole frame's message from what was received, or None; skips other bytes."""
+        start = self._stdout.find(self._marker)
+        if start < 0:
+            keep = len(self._marker)  # a marker may be arriving in pieces
+            self.skipped_bytes += max(0, len(self._stdout) - keep)
+            del self._stdout[: max(0, len(self._stdout) - keep)]
+            return None
+        self.skipped_bytes += start
+        del self._stdout[:start]
+        header_end = self._stdout.find(b"\n", len(self._marker))
+        if header_end < 0:
+            return None
+        length = bytes(self._stdout[len(self._marker) : header_end])
+        if not length.isdigit():
+            raise ValueError(f"bad frame header {bytes(self._stdout[:header_end])[:100]!r}")
+        end = header_end + 1 + int(length)
+        if len(self._stdout) < end:
+            return None
+        payload = bytes(self._stdout[header_end + 1 : end])
+        del self._stdout[:end]
+        return json.loads(payload)
 
     def receive(self, deadline: float) -> dict[str, Any]:
-        """Next JSON line from the server; raises TimeoutError at `deadline`, EOFError if closed."""
+        """Next message from the server; raises TimeoutError at `deadline`, EOFError if closed."""
         while True:
-            newline = self._stdout.find(b"\n")
-            if newline >= 0:
-                line = bytes(self._stdout[:newline])
-                del self._stdout[: newline + 1]
-                return json.loads(line)
+            message = self._next_frame()
+            if message is not None:
+                return message
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
@@ -206,15 +251,29 @@ class DockerRuntime(ExecRuntime):
         mem_limit: str = "1g",
         nano_cpus: int = 1_000_000_000,
         pids_limit: int = 256,
+        disk_limit: str = "",
+        disk_limit_mode: str = "auto",
         name: str | None = None,
     ):
+        """disk_limit: bytes the container may write ('10g', '64m'; '' for no limit), applied
+        as `disk_limit_mode` says (DISK_LIMIT_MODES)."""
         super().__init__(image, run_label=run_label, name=name or _container_name(run_label))
+        if disk_limit_mode not in DISK_LIMIT_MODES:
+            raise ValueError(
+                f"disk_limit_mode={disk_limit_mode!r} is not one of {DISK_LIMIT_MODES} "
+                "(config.env.disk_limit_mode)"
+            )
         self.mem_limit = mem_limit
         self.nano_cpus = nano_cpus
         self.pids_limit = pids_limit
+        self.disk_limit = disk_limit
+        self.disk_limit_mode = disk_limit_mode
+        # How the disk limit was applied: "storage_opt", "tool_server" or "" (none).
+        self.disk_limit_applied = ""
         self._client = client
         self._container = None
         self._channel: _ServerChannel | None = None
+        self._secret = secrets.token_hex(16)
         self._lock = threading.Lock()
         self._request_ids = itertools.count(1)
 
@@ -256,8 +315,9 @@ class DockerRuntime(ExecRuntime):
                 lambda: self._container.put_archive("/", install_archive()),
                 f"installing tools in {self.name}",
             )
-            self._channel = _ServerChannel(self.client.api, self._container.id)
+            self._channel = _ServerChannel(self.client.api, self._container.id, self._secret)
             retry_transient(self._container.start, f"starting {self.name}")
+            self._channel.send_secret()
             self._request({"op": "ping"}, deadline_s=READY_TIMEOUT_S)
         except BaseException:
             self.close()
@@ -265,10 +325,44 @@ class DockerRuntime(ExecRuntime):
         self.ready_s = time.monotonic() - started
 
     def _create(self) -> Any:
+        """Creates the container with the disk limit of `disk_limit_mode`."""
+        endpoint = self.client.api.base_url
+        if self.disk_limit and self.disk_limit_mode != "tool_server":
+            if endpoint not in _NO_STORAGE_OPT:
+                try:
+                    container = self._create_with({"size": self.disk_limit}, [])
+                    self.disk_limit_applied = "storage_opt"
+                    return container
+                except docker.errors.APIError as error:
+                    if "storage-opt" not in str(error):
+                        raise
+                    _NO_STORAGE_OPT.add(endpoint)
+                    logger.info(
+                        "the Docker engine at %s cannot limit a container's writable layer "
+                        "(--storage-opt size= needs overlay2 on xfs with pquota, btrfs or zfs): "
+                        "the tool server enforces the %s disk limit",
+                        endpoint,
+                        self.disk_limit,
+                    )
+            if self.disk_limit_mode == "storage_opt":
+                raise ValueError(
+                    f"the Docker engine at {endpoint} does not support --storage-opt size= (it "
+                    "needs overlay2 on xfs with pquota, btrfs or zfs); set "
+                    "config.env.disk_limit_mode='auto' or 'tool_server'"
+                )
+        if not self.disk_limit:
+            return self._create_with(None, [])
+        limit = docker.utils.parse_bytes(self.disk_limit)
+        container = self._create_with(None, ["--disk-limit", str(limit)])
+        self.disk_limit_applied = "tool_server"
+        return container
+
+    def _create_with(self, storage_opt: dict[str, str] | None, server_args: list[str]) -> Any:
         try:
             return self.client.containers.create(
                 self.image,
-                entrypoint=server_command(),
+                entrypoint=server_command(server_args),
+                storage_opt=storage_opt,
                 name=self.name,
                 stdin_open=True,
                 tty=False,
@@ -329,7 +423,7 @@ class DockerRuntime(ExecRuntime):
         state = self._describe_state()
         if "running" not in state:
             raise EnvironmentUnavailableError(f"container {self.name} is not running: {state}")
-        return _ServerChannel(self.client.api, self._container.id)
+        return _ServerChannel(self.client.api, self._container.id, self._secret)
 
     def _describe_state(self) -> str:
         try:
@@ -408,6 +502,8 @@ class DockerRuntimeFactory:
     mem_limit: str = "1g"
     nano_cpus: int = 1_000_000_000
     pids_limit: int = 256
+    disk_limit: str = ""
+    disk_limit_mode: str = "auto"
 
     def __call__(self, image: str, *, run_label: str) -> DockerRuntime:
         return DockerRuntime(
@@ -417,6 +513,8 @@ class DockerRuntimeFactory:
             mem_limit=self.mem_limit,
             nano_cpus=self.nano_cpus,
             pids_limit=self.pids_limit,
+            disk_limit=self.disk_limit,
+            disk_limit_mode=self.disk_limit_mode,
         )
 
     def remove_stale(self, run_labels: tuple[str, ...] = ()) -> list[str]:

@@ -265,7 +265,8 @@ def ensure_task_images(
 ) -> list[str]:
     """Build every missing or outdated image of `tasks` (one per distinct image); return the tags.
 
-    Raises ImageBuildError when two tasks name the same image with different sources.
+    Raises ImageBuildError when two tasks name the same image with different sources, and,
+    before building anything, when images of tasks without `source` are missing (naming them).
     """
     client = client or default_client()
     by_image: dict[str, Task] = {}
@@ -276,5 +277,18 @@ def ensure_task_images(
                 f"tasks {other.instance_id} and {task.instance_id} share image {task.image} but have "
                 "different source or base_commit; give them distinct image tags"
             )
+    missing = [
+        task
+        for task in by_image.values()
+        if task.source is None and not _get_image(client, task.image)
+    ]
+    if missing:
+        names = ", ".join(f"{task.image} (task {task.instance_id})" for task in missing[:5])
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise ImageBuildError(
+            f"{len(missing)} task image(s) are not present and their tasks have no 'source' to "
+            f"build them from: {names}{more}; pull or load them (docker pull <image>), or give "
+            "the tasks a 'source'"
+        )
     ensure_base_image(client, progress=progress)
     return [ensure_task_image(task, client, progress=progress) for task in by_image.values()]

@@ -198,7 +198,8 @@ class DockerPlacement:
     Args:
       hosts: the endpoints, connected (`DockerHosts.connect_all`).
       runtime_factory: the environments' settings (limits); its client is replaced by each
-        host's. Grading containers get `grading_mem_limit` and the runtime defaults.
+        host's. Grading containers get `grading_mem_limit`, the factory's disk limit and the
+        runtime defaults.
       run_labels: the pool's run label and stale labels: a re-admitted host loses their
         containers.
       on_host_down: called with a host taken out and why; the pool fails its environments.
@@ -290,7 +291,12 @@ class DockerPlacement:
         return dataclasses.replace(self.factory, client=site.client)
 
     def grading_factory(self, site: DockerHost) -> RuntimeFactory:
-        return DockerRuntimeFactory(site.client, mem_limit=self.grading_mem_limit)
+        return DockerRuntimeFactory(
+            site.client,
+            mem_limit=self.grading_mem_limit,
+            disk_limit=self.factory.disk_limit,
+            disk_limit_mode=self.factory.disk_limit_mode,
+        )
 
     # ------------------------------------------------------------ health
 

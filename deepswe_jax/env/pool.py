@@ -108,6 +108,8 @@ class EnvPool:
         mem_limit: str = "1g",
         nano_cpus: int = 1_000_000_000,
         pids_limit: int = 256,
+        disk_limit: str = "",
+        disk_limit_mode: str = "auto",
         step_timeout: float = 90.0,
         stale_run_labels: tuple[str, ...] = (),
         build_images: bool = True,
@@ -121,6 +123,8 @@ class EnvPool:
         envs_per_host: most containers per Docker host (0: no cap beyond max_envs).
         mem_limit, nano_cpus, pids_limit: limits of the Docker containers of episodes
           (gradings get grading.GRADING_MEM_LIMIT).
+        disk_limit, disk_limit_mode: what Docker containers, of episodes and gradings, may write
+          to disk and how that is enforced (docker_runtime.DISK_LIMIT_MODES).
         episode_attempts: how often `run_with_retries` runs an episode at most.
         host_wait_timeout: seconds a start waits while no Docker host answers, then fails.
         """
@@ -167,7 +171,11 @@ class EnvPool:
             self.placement = DockerPlacement(
                 hosts,
                 runtime_factory=DockerRuntimeFactory(
-                    mem_limit=mem_limit, nano_cpus=nano_cpus, pids_limit=pids_limit
+                    mem_limit=mem_limit,
+                    nano_cpus=nano_cpus,
+                    pids_limit=pids_limit,
+                    disk_limit=disk_limit,
+                    disk_limit_mode=disk_limit_mode,
                 ),
                 grading_mem_limit=GRADING_MEM_LIMIT,
                 in_thread=self._in_thread,

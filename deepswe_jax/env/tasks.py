@@ -139,7 +139,8 @@ def load_tasks(path_or_dataset: Any, *, root: str | os.PathLike | None = None) -
 
     Raises:
       FileNotFoundError: the path does not exist.
-      TaskFormatError: a row is malformed; the message names the row and field.
+      TaskFormatError: a row is malformed (the message names the row and field), or there
+        are no rows.
     """
     if isinstance(path_or_dataset, (str, os.PathLike)):
         path = Path(path_or_dataset).expanduser().resolve()
@@ -155,6 +156,12 @@ def load_tasks(path_or_dataset: Any, *, root: str | os.PathLike | None = None) -
             )
         rows = list(path_or_dataset)
         base_dir = Path(root).resolve() if root is not None else Path.cwd()
+    if not rows:  # training, evaluation and validation would all "succeed" on nothing
+        source = path if isinstance(path_or_dataset, (str, os.PathLike)) else "the dataset"
+        raise TaskFormatError(
+            f"{source} holds no tasks; give a task file with at least one row (e.g. "
+            "tasks/tasks.jsonl)"
+        )
     commits: dict[str, str] = {}  # source directory -> its commit, derived once per load
     tasks = [
         task_from_row(row, index=i, base_dir=base_dir, commits=commits)

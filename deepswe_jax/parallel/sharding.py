@@ -10,11 +10,17 @@ Parameters and activations use different logical names for the same dimension (`
 ``act_embed``) because FSDP shards the *weights* along the embedding dimension while activations
 are sharded along the batch instead.
 
-Two safety rules applied when resolving a spec against a concrete shape and mesh:
-  * a mesh axis that does not divide the dimension is dropped (that dimension is replicated
-    over it), so e.g. 2 key/value heads on ``tensor=4`` still work;
-  * a mesh axis already used by an earlier dimension is dropped (a spec may use each mesh axis
-    once).
+A layout the mesh cannot realise is an error, not a silent replication (jax-llm-examples
+raises on colliding axes too), because at 64 devices a dropped axis hides a wrong layout:
+  * a mesh axis used by two dimensions of one array ("colliding") raises;
+  * a mesh axis that does not divide the dimension raises when the array is placed
+    (``logical_to_sharding``, ``state_shardings``: parameters, optimizer state, caches). To
+    replicate such a dimension, say so in the table: e.g. ``("kv_heads", None)`` for 2 key/value
+    heads on ``tensor=4``.
+Two leniencies remain, each for a reason: ``constrain`` on activations leaves a non-dividing
+axis to XLA (a prefill of one prompt on an 8-way batch axis is normal, and an activation hint
+pins no memory), and a rule naming an axis the mesh lacks is skipped (a mesh of only
+``('fsdp', 'tensor')`` still takes the default rules).
 """
 
 from __future__ import annotations
@@ -91,20 +97,24 @@ def logical_to_spec(
     *,
     shape: Sequence[int] | None = None,
     mesh_shape: dict[str, int] | None = None,
+    drop_non_dividing: bool = False,
 ) -> PartitionSpec:
     """Resolve logical axis names to a PartitionSpec through ``rules``.
 
     Args:
       logical_axes: one logical name (or None) per array dimension.
       rules: the logical->mesh table; defaults to the active rules.
-      shape, mesh_shape: when both are given, mesh axes that do not divide their dimension, or that
-        are missing from the mesh, are dropped.
+      shape, mesh_shape: when both are given, a mesh axis that does not divide its dimension
+        raises, or with ``drop_non_dividing`` (activations) is dropped; with mesh_shape, mesh
+        axes missing from the mesh are dropped.
 
     Raises:
       KeyError: a logical name that the rules table does not mention.
+      ValueError: two dimensions map to the same mesh axis, or a mesh axis does not divide
+        its dimension (see the module docstring for how to replicate instead).
     """
     table = dict(active_rules() if rules is None else rules)
-    used: set[str] = set()
+    used: dict[str, str] = {}
     entries: list[MeshAxes] = []
     for dim, name in enumerate(logical_axes):
         if name is None:
@@ -119,15 +129,26 @@ def logical_to_spec(
         size = 1
         for axis in _as_tuple(table[name]):
             if axis in used:
-                continue
+                raise ValueError(
+                    f"Colliding mesh axes: logical axes {tuple(logical_axes)} map both "
+                    f"{used[axis]!r} and {name!r} to mesh axis {axis!r}; change the sharding "
+                    "rules so each mesh axis shards at most one dimension of an array"
+                )
             if mesh_shape is not None:
                 if axis not in mesh_shape:
                     continue
                 if shape is not None and shape[dim] % (size * mesh_shape[axis]) != 0:
-                    continue
+                    if drop_non_dividing:
+                        continue
+                    raise ValueError(
+                        f"mesh axis {axis!r} (size {mesh_shape[axis]}) does not divide dimension "
+                        f"{dim} ({name!r}, size {shape[dim]}) of an array with logical axes "
+                        f"{tuple(logical_axes)} and shape {tuple(shape)}; choose a mesh whose "
+                        f"size divides it, or replicate it with the rule ({name!r}, None)"
+                    )
                 size *= mesh_shape[axis]
             kept.append(axis)
-        used.update(kept)
+            used[axis] = name
         entries.append(None if not kept else kept[0] if len(kept) == 1 else tuple(kept))
     while entries and entries[-1] is None:
         entries.pop()
@@ -153,7 +174,9 @@ def constrain(x: jax.Array, logical_axes: LogicalAxes) -> jax.Array:
     mesh = jax.sharding.get_abstract_mesh()
     if mesh.empty:
         return x
-    spec = logical_to_spec(logical_axes, shape=x.shape, mesh_shape=dict(mesh.shape.items()))
+    spec = logical_to_spec(
+        logical_axes, shape=x.shape, mesh_shape=dict(mesh.shape.items()), drop_non_dividing=True
+    )
     return jax.lax.with_sharding_constraint(x, spec)
 
 

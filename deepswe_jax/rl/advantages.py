@@ -13,15 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Stop reasons whose rollouts are masked out of the loss but stay in the baseline with reward 0
-# (DeepSWE compact filtering: an unfinished episode is a failure for the baseline, yet not a
-# behaviour to push down, since the budget, not the policy, ended it).
-COMPACT_FILTERED_STOP_REASONS = frozenset({"max_steps", "max_context", "timeout"})
-# Stop reasons that mean the environment broke (container died mid-episode). Treated like an
-# infrastructure error: masked, counted separately, and left out of the baseline, because the
-# rollout says nothing about how good the policy is.
-ENV_FAILURE_STOP_REASONS = frozenset({"env_error"})
-KNOWN_STOP_REASONS = COMPACT_FILTERED_STOP_REASONS | ENV_FAILURE_STOP_REASONS | {"finished"}
+from deepswe_jax.agent.trajectory import StopReason
 
 
 def _check_rewards(rewards: np.ndarray, valid: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -163,13 +155,12 @@ class RolloutFilter:
         return int((~self.in_baseline).sum())
 
 
-def _stop_reason_value(stop_reason: object) -> str:
-    value = getattr(stop_reason, "value", stop_reason)  # StopReason is a str Enum
-    if value not in KNOWN_STOP_REASONS:
-        raise ValueError(
-            f"unknown stop reason {stop_reason!r}; expected one of {sorted(KNOWN_STOP_REASONS)}"
-        )
-    return value
+def _stop_reason(stop_reason: object) -> StopReason:
+    try:
+        return StopReason(stop_reason)
+    except ValueError:
+        known = sorted(reason.value for reason in StopReason)
+        raise ValueError(f"unknown stop reason {stop_reason!r}; expected one of {known}") from None
 
 
 def compact_filter(
@@ -192,7 +183,7 @@ def compact_filter(
       stop_reasons: [n] StopReason members or their string values.
       infra_errors: [n] bools.
     """
-    reasons = [_stop_reason_value(reason) for reason in stop_reasons]
+    reasons = [_stop_reason(reason) for reason in stop_reasons]
     if not len(reasons) == len(rewards) == len(infra_errors):
         raise ValueError(
             f"got {len(rewards)} rewards, {len(reasons)} stop reasons and "
@@ -200,14 +191,12 @@ def compact_filter(
         )
     broken = np.array(
         [
-            bool(infra) or reason in ENV_FAILURE_STOP_REASONS
+            bool(infra) or reason.env_failure
             for reason, infra in zip(reasons, infra_errors, strict=True)
         ],
         dtype=bool,
     )
-    unfinished = np.array(
-        [reason in COMPACT_FILTERED_STOP_REASONS for reason in reasons], dtype=bool
-    )
+    unfinished = np.array([reason.compact_filtered for reason in reasons], dtype=bool)
     unfinished &= ~broken
     masked = broken | (unfinished & enabled)
     rewards = np.asarray(rewards, dtype=np.float32).reshape(len(reasons))

@@ -10,6 +10,7 @@ group as a section. `metrics.jsonl` holds one object per step: {"step": k, key: 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from collections import Counter
@@ -21,6 +22,8 @@ import tensorboardX
 
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
 from deepswe_jax.rl.batch import BatchStats
+
+logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
@@ -91,20 +94,23 @@ class MetricsWriter:
     """Appends scalar metrics to `<workdir>/metrics.jsonl` and TensorBoard event files in
     `<workdir>/tensorboard/`. Non-finite values are written to jsonl as null.
 
-    resume_step: the step a resumed run restarts after; rows of later steps (logged by the
-    interrupted run, about to be redone) are dropped from both logs.
+    resume_step: the step a (re)started run continues after (0: from step 1, -1: from step 0);
+    rows of later steps (logged by an interrupted run after its last finished checkpoint, about
+    to be redone) are dropped from both logs, and so is a line a crash left torn (with a warning).
     """
 
     def __init__(self, workdir: str | os.PathLike, *, resume_step: int = 0):
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.jsonl_path = self.workdir / METRICS_FILE
-        if resume_step and self.jsonl_path.exists():
+        if self.jsonl_path.exists():
             kept = [row for row in read_metrics(self.workdir) if row["step"] <= resume_step]
-            self.jsonl_path.write_text("".join(json.dumps(row) + "\n" for row in kept))
+            partial = self.jsonl_path.with_suffix(".jsonl.tmp")
+            partial.write_text("".join(json.dumps(row) + "\n" for row in kept))
+            os.replace(partial, self.jsonl_path)
         self._jsonl = self.jsonl_path.open("a", encoding="utf-8")
         self._tensorboard = tensorboardX.SummaryWriter(
-            str(self.workdir / TENSORBOARD_DIR), purge_step=resume_step + 1 if resume_step else None
+            str(self.workdir / TENSORBOARD_DIR), purge_step=resume_step + 1
         )
 
     def write(self, step: int, metrics: Mapping[str, float]) -> None:
@@ -130,6 +136,25 @@ class MetricsWriter:
 
 
 def read_metrics(workdir: str | os.PathLike) -> list[dict]:
-    """The rows `MetricsWriter` appended to `<workdir>/metrics.jsonl`, in order."""
-    with (Path(workdir) / METRICS_FILE).open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """The rows `MetricsWriter` appended to `<workdir>/metrics.jsonl`, in order; a line that is
+    not a whole row (torn by a crash mid-write) is skipped with a warning naming it."""
+    path = Path(workdir) / METRICS_FILE
+    rows = []
+    with path.open(encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                row = None
+            if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+                logger.warning(
+                    "%s:%d is not a whole metrics row (torn by a crash?); skipped: %.80r",
+                    path,
+                    number,
+                    line,
+                )
+                continue
+            rows.append(row)
+    return rows

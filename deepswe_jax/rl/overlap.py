@@ -139,7 +139,10 @@ class RolloutScheduler(Generic[Result]):
         """Cancels rollouts still being collected."""
         if self._producer is not None and not self._producer.done():
             self._producer.cancel()
-            self._runner.run(asyncio.gather(self._producer, return_exceptions=True))
+            self._runner.run(self._finish_producer())  # Runner.run takes a coroutine only
+
+    async def _finish_producer(self) -> None:
+        await asyncio.gather(self._producer, return_exceptions=True)
 
     def __enter__(self) -> RolloutScheduler[Result]:
         return self

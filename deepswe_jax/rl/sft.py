@@ -11,42 +11,29 @@ sharded, gradient-accumulating `Trainer` as its `loss_fn`:
                       loss_fn=NegativeLogLikelihoodLoss())
     state, metrics = trainer.step(state, sft_batch(trajectories, micro_batch_size=8).micro_batches)
 
-`train_sft(config, workdir, trajectories)` runs config.sft.num_steps such steps on seeded
-shuffles of the data, with the RL loop's checkpoints and metrics (launch/train_sft.py).
+`train_sft(run_dir, trainer, initial_params, trajectories, settings)` runs
+`settings.num_steps` such steps on seeded shuffles of the data, in a `RunDirectory` like the RL
+loop's (experiment.train_sft builds the parts from a config; launch/train_sft.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import math
-import os
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 from flax import nnx
 
 from deepswe_jax.agent.trajectory import Trajectory
-from deepswe_jax.checkpoint import TrainCheckpoints
-from deepswe_jax.experiment import model_factory, sharding_rules
-from deepswe_jax.parallel import make_mesh
-from deepswe_jax.parallel.distributed import is_primary_process, process_local_record
-from deepswe_jax.parallel.sharding import Rules
+from deepswe_jax.interrupts import deferred_interrupts
+from deepswe_jax.parallel.distributed import process_local_record
 from deepswe_jax.rl.batch import TrainBatch, assemble_batch
-from deepswe_jax.rl.loop import CHECKPOINT_DIR, restore_or_init, save_config
-from deepswe_jax.rl.metrics import MetricsWriter
-from deepswe_jax.rl.train_step import (
-    LossSettings,
-    Trainer,
-    TrainState,
-    learning_rate_schedule,
-    make_optimizer,
-)
+from deepswe_jax.rl.run_directory import RunDirectory
+from deepswe_jax.rl.train_step import Trainer, TrainState
 
 logger = logging.getLogger(__name__)
 
@@ -153,104 +140,75 @@ def sft_batch_indices(num_examples: int, *, seed: int, step: int, batch_size: in
     return list(chosen)
 
 
-def make_sft_trainer(config: ml_collections.ConfigDict, rules: Rules) -> Trainer:
-    """The sharded trainer of config.model with AdamW from config.sft and the NLL loss.
+@dataclasses.dataclass(frozen=True)
+class SFTSettings:
+    """What `train_sft` trains on (config.sft and config.seed): `num_steps` optimizer steps of
+    `batch_size` trajectories in micro-batches of `micro_batch_size` rows padded to
+    `length_buckets` (() = powers of two), each trajectory cut to its first `max_tokens` tokens
+    (0 = all); epochs reshuffle the data with `seed`."""
 
-    The learning rate warms up over config.sft.warmup_steps, then stays constant or, with
-    config.sft.cosine_decay, decays to 0 at config.sft.num_steps. Log-probs are scored at
-    temperature 1: SFT fits the model's own distribution, whatever temperature the sampler
-    later uses.
-    """
-    decay_steps = config.sft.num_steps if config.sft.get("cosine_decay", False) else 0
-    return Trainer(
-        nnx.eval_shape(model_factory(config)),
-        make_optimizer(config.sft, decay_steps),
-        LossSettings(logprob_chunk=config.rl.logprob_chunk, temperature=1.0),
-        mesh=make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor),
-        rules=rules,
-        peak_flops_per_device=config.rl.get("peak_flops_per_device"),
-        learning_rate=learning_rate_schedule(config.sft, decay_steps),
-        loss_fn=NegativeLogLikelihoodLoss(),
-        packed_rows=False,  # train_sft's batches hold one trajectory per row
-    )
+    num_steps: int
+    batch_size: int
+    micro_batch_size: int
+    length_buckets: tuple[int, ...] = ()
+    max_tokens: int = 0
+    seed: int = 0
 
 
 def train_sft(
-    config: ml_collections.ConfigDict,
-    workdir: str | os.PathLike,
+    *,
+    run_dir: RunDirectory,
+    trainer: Trainer,
+    initial_params: Callable[[], nnx.State],
     trajectories: Sequence[Trajectory],
+    settings: SFTSettings,
 ) -> TrainState:
-    """Fine-tunes config.model (from config.init_from) on `trajectories` for config.sft.num_steps
-    optimizer steps; returns the final state.
+    """Fine-tunes the policy (`initial_params()`, or the run's latest checkpoint) on
+    `trajectories` with `trainer` (its loss: `NegativeLogLikelihoodLoss`) for
+    `settings.num_steps` optimizer steps, in the entered `run_dir`; returns the final state.
 
-    Workdir layout as the RL loop's: config.json, metrics.jsonl and tensorboard/ (keys sft/...),
-    checkpoints/<step>/ every config.checkpoint.every steps and at the end. The checkpoints
-    folder is a valid `config.init_from` for launch/train.py and a policy for
-    launch/evaluate.py. Started again on the same workdir, a run resumes from its latest
-    checkpoint and sees the same batches. With several processes each one feeds its share of
-    every batch's rows; the first writes config and metrics.
+    Metrics keys are sft/...; checkpoints go to checkpoints/<step>/ every few steps and at the
+    end: a valid `config.init_from` for launch/train.py and a policy for launch/evaluate.py.
+    Started again on the same run directory, a run resumes from its latest checkpoint and sees
+    the same batches. With several processes each one feeds its share of every batch's rows.
     """
-    sft = config.sft
-    workdir = Path(workdir).resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    primary = is_primary_process()
-    if primary:
-        save_config(config, workdir)
-    rules = sharding_rules(config)
-    trainer = make_sft_trainer(config, rules)
-    length_buckets = tuple(sft.length_buckets) or None
-    with contextlib.ExitStack() as stack:
-        checkpoints = stack.enter_context(
-            TrainCheckpoints(
-                workdir / CHECKPOINT_DIR,
-                every=config.checkpoint.every,
-                keep=config.checkpoint.keep,
-                async_save=config.checkpoint.async_save,
-            )
+    run = run_dir.restore_or_init(trainer, initial_params, settings.seed)
+    run_dir.open_metrics(run.iteration)
+    state = run.train_state
+    for step in range(run.iteration, settings.num_steps):
+        indices = sft_batch_indices(
+            len(trajectories), seed=settings.seed, step=step, batch_size=settings.batch_size
         )
-        run = restore_or_init(config, trainer, checkpoints, rules)
-        writer = (
-            stack.enter_context(MetricsWriter(workdir, resume_step=run.iteration))
-            if primary
-            else None
+        batch = sft_batch(
+            [trajectories[i] for i in indices],
+            micro_batch_size=settings.micro_batch_size,
+            length_buckets=settings.length_buckets or None,
+            max_tokens=settings.max_tokens or None,
         )
-        state = run.train_state
-        for step in range(run.iteration, sft.num_steps):
-            indices = sft_batch_indices(
-                len(trajectories), seed=config.seed, step=step, batch_size=sft.batch_size
-            )
-            batch = sft_batch(
-                [trajectories[i] for i in indices],
-                micro_batch_size=sft.micro_batch_size,
-                length_buckets=length_buckets,
-                max_tokens=sft.get("max_tokens") or None,
-            )
-            # Every process builds the same batch and feeds the rows its devices hold.
-            micro_batches = [
-                process_local_record(mb, trainer.batch_sharding) for mb in batch.micro_batches
-            ]
+        # Every process builds the same batch and feeds the rows its devices hold.
+        micro_batches = [
+            process_local_record(mb, trainer.batch_sharding) for mb in batch.micro_batches
+        ]
+        run_dir.check_saved()  # the last save failed: stop before training on
+        with deferred_interrupts():
             state, metrics = trainer.step(state, micro_batches)
-            checkpoints.save(
+        with deferred_interrupts():
+            run_dir.save(
                 step + 1,
-                params=state.params,
-                opt_state=state.opt_state,
-                rng_key=run.rng_key,
-                data_position={
-                    "optimizer_steps": int(state.step),
-                    "tasks_consumed": (step + 1) * sft.batch_size,
-                },
-                config=config,
-                force=step + 1 == sft.num_steps,
+                state,
+                run.rng_key,
+                {"tasks_consumed": (step + 1) * settings.batch_size},
+                force=step + 1 == settings.num_steps,
             )
-            if writer is not None:
-                writer.write(step + 1, {f"sft/{key}": value for key, value in metrics.items()})
-            logger.info(
-                "sft step %d/%d: loss %.4f, perplexity %.2f, %.1f s",
-                step + 1,
-                sft.num_steps,
-                metrics["loss"],
-                metrics["perplexity"],
-                metrics["step_time_s"],
-            )
-        checkpoints.wait_until_finished()
+        run_dir.write_metrics(step + 1, {f"sft/{key}": value for key, value in metrics.items()})
+        logger.info(
+            "sft step %d/%d: loss %.4f, perplexity %.2f, %.1f s",
+            step + 1,
+            settings.num_steps,
+            metrics["loss"],
+            metrics["perplexity"],
+            metrics["step_time_s"],
+        )
+    with deferred_interrupts():
+        run_dir.wait_until_finished()
     return state

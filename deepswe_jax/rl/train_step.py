@@ -1,8 +1,9 @@
-"""Train state, AdamW from config, and the sharded update with gradient accumulation.
+"""Train state, AdamW, and the sharded update with gradient accumulation.
 
-One optimizer step over the micro-batches of a `TrainBatch`:
+One optimizer step over the micro-batches of a `TrainBatch` (experiment.make_trainer builds
+the trainer a config describes):
 
-    trainer = Trainer.from_config(config, mesh)
+    trainer = Trainer(model, make_optimizer(OptimizerSettings(lr=1e-6)), LossSettings(), mesh=mesh)
     state = trainer.init_state(params)                    # nnx.State of a Qwen3ForCausalLM
     old = [trainer.logprobs(state.params, mb) for mb in batch.micro_batches]  # if reused
     state, metrics = trainer.step(state, batch.micro_batches, old_logprobs=old)
@@ -26,7 +27,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -41,9 +42,6 @@ from deepswe_jax.rl.batch import MicroBatch
 from deepswe_jax.rl.logprobs import token_logprobs
 from deepswe_jax.rl.loss import policy_loss, ratio_metrics
 
-if TYPE_CHECKING:  # configs are only read, never built here: bench/gpu.py runs without it
-    import ml_collections
-
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
@@ -57,38 +55,55 @@ class TrainState:
     opt_state: optax.OptState
 
 
-def learning_rate_schedule(rl: ml_collections.ConfigDict, decay_steps: int = 0) -> optax.Schedule:
-    """Linear warmup from 0 over `rl.warmup_steps`, then constant `rl.lr` (DeepSWE: constant);
-    with `decay_steps` > 0 a cosine decay from `rl.lr` to 0 at step `decay_steps` instead (SFT)."""
-    if decay_steps > 0:
+@dataclasses.dataclass(frozen=True)
+class OptimizerSettings:
+    """AdamW with global-norm clipping (config.rl, or config.sft for SFT).
+
+    grad_clip: global-norm threshold, 0 = off. warmup_steps: linear warmup from 0.
+    decay_steps: > 0 decays the learning rate to 0 by a cosine at that step (SFT); 0 keeps it
+    constant after warmup (DeepSWE).
+    """
+
+    lr: float
+    b1: float = 0.9
+    b2: float = 0.999
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    warmup_steps: int = 0
+    decay_steps: int = 0
+
+
+def learning_rate_schedule(settings: OptimizerSettings) -> optax.Schedule:
+    """Linear warmup from 0 over `warmup_steps`, then constant `lr` (DeepSWE: constant); with
+    `decay_steps` > 0 a cosine decay from `lr` to 0 at step `decay_steps` instead (SFT)."""
+    lr, warmup = settings.lr, settings.warmup_steps
+    if settings.decay_steps > 0:
         return optax.warmup_cosine_decay_schedule(
-            0.0, rl.lr, rl.warmup_steps, max(decay_steps, rl.warmup_steps + 1)
+            0.0, lr, warmup, max(settings.decay_steps, warmup + 1)
         )
-    if rl.warmup_steps > 0:
-        return optax.linear_schedule(0.0, rl.lr, rl.warmup_steps)  # holds rl.lr afterwards
-    return optax.constant_schedule(rl.lr)
+    if warmup > 0:
+        return optax.linear_schedule(0.0, lr, warmup)  # holds lr afterwards
+    return optax.constant_schedule(lr)
 
 
-def make_optimizer(
-    rl: ml_collections.ConfigDict, decay_steps: int = 0
-) -> optax.GradientTransformation:
-    """Global-norm clipping (`rl.grad_clip`, 0 = off) then AdamW with decay on every parameter
+def make_optimizer(settings: OptimizerSettings) -> optax.GradientTransformation:
+    """Global-norm clipping (`grad_clip`, 0 = off) then AdamW with decay on every parameter
     (as torch AdamW in verl, which DeepSWE trained with); learning rate as
-    `learning_rate_schedule(rl, decay_steps)`."""
+    `learning_rate_schedule(settings)`."""
     adamw = optax.adamw(
-        learning_rate_schedule(rl, decay_steps),
-        b1=rl.b1,
-        b2=rl.b2,
-        weight_decay=rl.weight_decay,
+        learning_rate_schedule(settings),
+        b1=settings.b1,
+        b2=settings.b2,
+        weight_decay=settings.weight_decay,
     )
-    if rl.grad_clip > 0:
-        return optax.chain(optax.clip_by_global_norm(rl.grad_clip), adamw)
+    if settings.grad_clip > 0:
+        return optax.chain(optax.clip_by_global_norm(settings.grad_clip), adamw)
     return adamw
 
 
 @dataclasses.dataclass(frozen=True)
 class LossSettings:
-    """The loss hyperparameters of config.rl (and the response budget of config.agent).
+    """The loss hyperparameters (config.rl, and the response budget of config.agent).
 
     max_response_len: the constant of 'seq_sum_const' (config.agent.max_context).
     sequences: which sequences a per-sequence mode divides by: 'all' (DeepSWE) | 'trained'
@@ -104,18 +119,6 @@ class LossSettings:
     sequences: str = "all"
     logprob_chunk: int = 1024
     temperature: float = 1.0
-
-    @classmethod
-    def from_config(cls, config: ml_collections.ConfigDict) -> LossSettings:
-        return cls(
-            mode=config.rl.loss_mode,
-            eps_low=config.rl.eps_low,
-            eps_high=config.rl.eps_high,
-            max_response_len=config.agent.max_context,
-            sequences=config.rl.loss_sequences,
-            logprob_chunk=config.rl.logprob_chunk,
-            temperature=config.sampler.temperature,
-        )
 
 
 class MicroBatchLoss(Protocol):
@@ -242,7 +245,7 @@ class Trainer:
     Args:
       model: a Qwen3ForCausalLM (real or from nnx.eval_shape); only its structure, dtypes and
         remat policy are used.
-      optimizer: e.g. make_optimizer(config.rl).
+      optimizer: e.g. make_optimizer(OptimizerSettings(...)).
       loss: LossSettings (log-prob chunking and temperature; GRPO++ hyperparameters).
       loss_fn: the per-micro-batch objective; None = GRPO++, PolicyGradientLoss(loss).
       mesh: device mesh (deepswe_jax.parallel.make_mesh); rules: logical->mesh table.
@@ -294,11 +297,12 @@ class Trainer:
             self._split_trainable(abstract_params)[0], mesh, self.rules
         )
         self.batch_sharding = batch_sharding(mesh, 2, self.rules)
-        abstract_state = jax.eval_shape(self._new_state, abstract_params)
+        # Shapes and dtypes of the train state (no arrays): restore targets of a checkpoint.
+        self.abstract_state = jax.eval_shape(self._new_state, abstract_params)
         self.state_shardings = TrainState(
             step=self._replicated,
             params=self.param_shardings,
-            opt_state=state_shardings(abstract_state.opt_state, mesh, self.rules),
+            opt_state=state_shardings(self.abstract_state.opt_state, mesh, self.rules),
         )
         self._init = jax.jit(self._new_state, out_shardings=self.state_shardings, donate_argnums=0)
         self._zero_grads = jax.jit(
@@ -315,31 +319,6 @@ class Trainer:
             self._apply_gradients,
             out_shardings=(self.state_shardings, self._replicated),
             donate_argnums=0,
-        )
-
-    @classmethod
-    def from_config(cls, config: ml_collections.ConfigDict, mesh: Mesh) -> Trainer:
-        """Model structure, dtypes and remat from `config`; AdamW and loss settings from config.rl."""
-        model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
-        model = nnx.eval_shape(
-            lambda: Qwen3ForCausalLM(
-                model_config,
-                rngs=nnx.Rngs(0),
-                param_dtype=jnp.dtype(config.param_dtype),
-                dtype=jnp.dtype(config.compute_dtype),
-                remat=config.remat,
-                attention_impl=config.attention,
-            )
-        )
-        return cls(
-            model,
-            make_optimizer(config.rl),
-            LossSettings.from_config(config),
-            mesh=mesh,
-            rules=config.sharding_rules,
-            peak_flops_per_device=config.rl.get("peak_flops_per_device"),
-            learning_rate=learning_rate_schedule(config.rl),
-            packed_rows=False,  # RL batches hold one trajectory per row
         )
 
     @property

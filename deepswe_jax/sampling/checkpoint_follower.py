@@ -3,13 +3,17 @@
 The trainer saves `<workdir>/checkpoints/<step>/` (rl/loop.py); a sampler process on other
 hosts, with its own mesh (any shape), follows that directory:
 
-    follower = CheckpointFollower(workdir / "checkpoints", config, mesh=make_mesh(1, 2, 1))
+    follower = CheckpointFollower(
+        workdir / "checkpoints", nnx.eval_shape(make_model), mesh=make_mesh(1, 2, 1),
+        rules=DEFAULT_RULES, make_sampler=lambda model: JaxSampler(model, mesh=...),
+    )
     follower.poll()                  # restores the newest finished step onto `mesh`
     follower.policy_version          # the step it serves (None before the first checkpoint)
     await follower.sampler.generate(requests)
 
-The trainer never waits on a follower: a step folder appears only once Orbax has written it
-completely, and the follower picks it up at its next poll. The version it reports is the
+experiment.checkpoint_follower builds one from a config. The trainer never waits on a
+follower: a step folder appears only once Orbax has written it completely, and the follower
+picks it up at its next poll. The version it reports is the
 checkpoint step (optimizer updates behind the weights), the number trajectories record as
 policy_version, so a trainer can hold sampled data to its max_staleness bound.
 """
@@ -24,13 +28,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import ml_collections
 import orbax.checkpoint as ocp
 from flax import nnx
 from jax.sharding import Mesh
 
 from deepswe_jax.checkpoint import restore_params, restore_target
-from deepswe_jax.experiment import model_factory, sharding_rules
 from deepswe_jax.model import Qwen3ForCausalLM
 from deepswe_jax.parallel import state_shardings
 from deepswe_jax.parallel.sharding import Rules
@@ -41,36 +43,16 @@ logger = logging.getLogger(__name__)
 SamplerFactory = Callable[[Qwen3ForCausalLM], Sampler]
 
 
-def jax_sampler_factory(
-    config: ml_collections.ConfigDict, mesh: Mesh, rules: Rules, seed: int = 0
-) -> SamplerFactory:
-    """Builds a JaxSampler on `mesh` with config.sampler.max_batch slots and room for
-    config.agent.max_prompt_tokens + max_context tokens."""
-
-    def make(model: Qwen3ForCausalLM) -> Sampler:
-        from deepswe_jax.sampling.jax_sampler import JaxSampler
-
-        return JaxSampler(
-            model,
-            max_batch=config.sampler.max_batch,
-            max_cache_len=config.agent.max_prompt_tokens + config.agent.max_context,
-            mesh=mesh,
-            rules=rules,
-            seed=seed,
-        )
-
-    return make
-
-
 class CheckpointFollower:
     """Keeps a sampler on this process's mesh serving the newest step of a checkpoint directory.
 
     Args:
       checkpoint_dir: the trainer's checkpoint directory (<workdir>/checkpoints).
-      config: the experiment config (config.model gives the architecture; dtypes, remat).
-      mesh: where this process samples; need not match the trainer's mesh.
-      make_sampler: model -> Sampler, called once with the first restored model (default: a
-        JaxSampler, `jax_sampler_factory`); later steps go through `sampler.sync_weights`.
+      model: the policy's architecture (e.g. nnx.eval_shape of its constructor: dtypes, remat).
+      mesh, rules: where this process samples and how parameters are laid out there; the mesh
+        need not match the trainer's.
+      make_sampler: model -> Sampler, called once with the first restored model; later steps
+        go through `sampler.sync_weights`.
       status_file: where `poll` reports the served version as json ({"policy_version",
         "checkpoint", "updated_unix_s"}), for trainers and dashboards; None = no file.
     """
@@ -78,18 +60,18 @@ class CheckpointFollower:
     def __init__(
         self,
         checkpoint_dir: str | os.PathLike,
-        config: ml_collections.ConfigDict,
+        model: Qwen3ForCausalLM,
         *,
         mesh: Mesh,
-        make_sampler: SamplerFactory | None = None,
+        rules: Rules,
+        make_sampler: SamplerFactory,
         status_file: str | os.PathLike | None = None,
     ):
         self.checkpoint_dir = Path(checkpoint_dir).resolve()
         self.mesh = mesh
-        rules = sharding_rules(config)
-        self._make_sampler = make_sampler or jax_sampler_factory(config, mesh, rules, config.seed)
+        self._make_sampler = make_sampler
         self._status_file = Path(status_file) if status_file is not None else None
-        self.graphdef, abstract = nnx.split(nnx.eval_shape(model_factory(config)), nnx.Param)
+        self.graphdef, abstract = nnx.split(model, nnx.Param)
         self._target = restore_target(abstract, state_shardings(abstract, mesh, rules))
         self._manager = ocp.CheckpointManager(
             self.checkpoint_dir, options=ocp.CheckpointManagerOptions(read_only=True)

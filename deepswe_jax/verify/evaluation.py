@@ -1,11 +1,11 @@
 """Evaluate a policy on a task set: k runs per task, SWE-bench outputs, Pass@1, pass@k, Best@k.
 
-    await evaluate(tasks, policy, output_dir, num_runs=16, env_pool=pool, config=config)
+    await evaluate(tasks, policy, output_dir, num_runs=16, env_pool=pool, episode=settings, seed=0)
 
 Policies: 'gold' grades each task's own patch, 'empty' grades no patch (both check the task
 set and the grader, no episodes), or an `AgentPolicy` (sampler + tokenizer) whose episodes
-run in containers (`agent.rollout.run_episode`) with config.agent's limits and
-config.sampler's temperature.
+run in containers (`agent.rollout.run_episode`) with the `EpisodeSettings`' limits and
+sampling parameters. experiment.run_evaluation builds pool, policy and scorer from a config.
 
 A run is resolved when the grader resolves its final patch, however the episode stopped:
 what the official SWE-bench harness says of predictions.jsonl (RL rewards count finished
@@ -45,19 +45,18 @@ import os
 import re
 import reprlib
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import ml_collections
 import numpy as np
 import tqdm
 
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.interface import DEEPSWE_JAX
+from deepswe_jax.agent.r2egym import R2EGymInterface
 from deepswe_jax.agent.rollout import EpisodeSettings, run_episode
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
 from deepswe_jax.env.grading import GradeResult
@@ -65,7 +64,6 @@ from deepswe_jax.env.images import ensure_task_images
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.runtime import RuntimeFactory
 from deepswe_jax.env.tasks import Task, load_tasks
-from deepswe_jax.experiment import make_env_pool
 from deepswe_jax.sampling.base import Sampler
 from deepswe_jax.verify import metrics
 from deepswe_jax.verify.select import SELECTOR_SCORES, SELECTORS, CandidateScores
@@ -102,59 +100,6 @@ class AgentPolicy:
     sampler: Sampler
     tokenizer: ChatTokenizer
     policy_version: int = 0
-
-
-def policy_config(
-    config: ml_collections.ConfigDict, checkpoint: str | os.PathLike
-) -> ml_collections.ConfigDict:
-    """A copy of `config` that loads the policy from `checkpoint` (a HF directory or an Orbax
-    parameters / training checkpoint directory): init_from set, config.model taken from the
-    checkpoint's own model config, and a HF directory's tokenizer when config.tokenizer is ''."""
-    from deepswe_jax.checkpoint import read_model_config
-
-    path = os.path.abspath(os.fspath(checkpoint))
-    if not os.path.isdir(path):
-        raise FileNotFoundError(
-            f"policy {path!r} is not a directory; give a HF model directory, an Orbax checkpoint "
-            "(launch/import_hf.py or launch/train.py output), 'gold' or 'empty'"
-        )
-    hf_config = os.path.join(path, "config.json")
-    if os.path.isfile(hf_config):
-        with open(hf_config) as f:
-            saved = json.load(f)
-    else:
-        saved = read_model_config(path)
-    config = ml_collections.ConfigDict(config.to_dict())
-    config.init_from = path
-    config.model.update({key: saved[key] for key in config.model.keys() if key in saved})
-    if not config.tokenizer and os.path.isfile(os.path.join(path, "tokenizer.json")):
-        config.tokenizer = path
-    return config
-
-
-def load_agent_policy(config: ml_collections.ConfigDict, *, seed: int) -> AgentPolicy:
-    """The policy of config.init_from (see `policy_config`) in a JaxSampler on config.mesh,
-    with room for config.agent.max_prompt_tokens + max_context tokens per episode."""
-    # The sampler loads only for model policies; gold / empty evaluations never build it.
-    from flax import nnx
-
-    from deepswe_jax.experiment import initial_params, load_tokenizer, model_factory, sharding_rules
-    from deepswe_jax.parallel import make_mesh
-    from deepswe_jax.sampling.jax_sampler import JaxSampler
-
-    rules = sharding_rules(config)
-    mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
-    params = initial_params(config, mesh, rules)
-    graphdef, _ = nnx.split(nnx.eval_shape(model_factory(config)), nnx.Param)
-    sampler = JaxSampler(
-        nnx.merge(graphdef, params),
-        max_batch=config.sampler.max_batch,
-        max_cache_len=config.agent.max_prompt_tokens + config.agent.max_context,
-        mesh=mesh,
-        rules=rules,
-        seed=seed,
-    )
-    return AgentPolicy(sampler, load_tokenizer(config))
 
 
 def load_eval_tasks(path: str | os.PathLike, instance_ids: Sequence[str] = ()) -> list[Task]:
@@ -207,21 +152,23 @@ class ShardPlan:
         return cls(**record)
 
 
-def eval_identity(policy_name: str, model_name: str, config: ml_collections.ConfigDict) -> dict:
+def eval_identity(policy_name: str, model_name: str, episode: EpisodeSettings) -> dict:
     """The settings that decide an evaluation's results; a resumed run must have the same."""
     identity: dict[str, Any] = {"policy": policy_name, "model_name_or_path": model_name}
     if policy_name not in FIXED_PATCH_POLICIES:
-        agent, sampler = config.agent, config.sampler
         identity.update(
-            max_steps=int(agent.max_steps),
-            max_prompt_tokens=int(agent.max_prompt_tokens),
-            max_context=int(agent.max_context),
-            temperature=float(sampler.temperature),
-            top_p=float(sampler.top_p),
-            top_k=int(sampler.top_k),
+            max_steps=episode.max_steps,
+            max_prompt_tokens=episode.max_prompt_tokens,
+            max_context=episode.max_context,
+            temperature=float(episode.temperature),
+            top_p=float(episode.top_p),
+            top_k=episode.top_k,
         )
-        if agent.get("interface", DEEPSWE_JAX) != DEEPSWE_JAX:
-            identity.update(interface=agent.interface, prompts_file=agent.prompts_file)
+        interface = episode.interface
+        if interface.name != DEEPSWE_JAX:  # ours is the default, not recorded
+            identity.update(interface=interface.name)
+        if isinstance(interface, R2EGymInterface):
+            identity.update(prompts_file=interface.prompts.source)
     return identity
 
 
@@ -344,7 +291,7 @@ async def run_pair(
     run_index: int,
     policy: str | AgentPolicy,
     env_pool: EnvPool,
-    config: ml_collections.ConfigDict,
+    episode: EpisodeSettings,
 ) -> Trajectory:
     """Run `task` once with `policy` (an episode, or grading a fixed patch) and grade it."""
     if isinstance(policy, AgentPolicy):
@@ -353,13 +300,13 @@ async def run_pair(
             env_pool,
             policy.sampler,
             policy.tokenizer,
-            config,
+            episode,
             run_index,
             policy.policy_version,
         )
     started = time.perf_counter()
     patch = FIXED_PATCH_POLICIES[policy](task)
-    grade = await env_pool.grade(task, patch, timeout=config.agent.reward_timeout)
+    grade = await env_pool.grade(task, patch, timeout=episode.reward_timeout)
     return fixed_patch_trajectory(task, run_index, patch, grade, time.perf_counter() - started)
 
 
@@ -740,7 +687,8 @@ async def evaluate(
     *,
     num_runs: int,
     env_pool: EnvPool,
-    config: ml_collections.ConfigDict,
+    episode: EpisodeSettings,
+    seed: int,
     model_name: str,
     policy_name: str | None = None,
     selectors: Sequence[str] = (),
@@ -750,8 +698,8 @@ async def evaluate(
 ) -> dict[str, Any]:
     """Runs (or resumes) the evaluation of the module docstring; returns the summary.
 
-    policy: 'gold', 'empty' or an AgentPolicy. config: root config (agent.* limits and
-    reward_timeout, sampler.* sampling parameters). model_name: model_name_or_path of the
+    policy: 'gold', 'empty' or an AgentPolicy. episode: the episodes' limits, reward timeout and
+    sampling parameters. seed: draws Best@k's k-subsets. model_name: model_name_or_path of the
     predictions. policy_name: recorded in eval_config.json (default: `policy` for fixed
     patches, `model_name` otherwise). selectors: names in `select.SELECTORS`, scored with
     `scorer`, reported as Best@k curves averaged over up to `max_subsets` k-subsets per task.
@@ -775,7 +723,7 @@ async def evaluate(
     output_dir = Path(output_dir)
     if policy_name is None:
         policy_name = policy if isinstance(policy, str) else model_name
-    identity = eval_identity(policy_name, model_name, config)
+    identity = eval_identity(policy_name, model_name, episode)
     check_or_write_identity(output_dir, identity)
     store = trajectory_store(output_dir)
     pairs = [(task, r) for task in tasks for r in range(num_runs)]
@@ -805,7 +753,7 @@ async def evaluate(
 
         async def run_and_store(task: Task, run_index: int) -> None:
             nonlocal resolved_count
-            trajectory = await run_pair(task, run_index, policy, env_pool, config)
+            trajectory = await run_pair(task, run_index, policy, env_pool, episode)
             store.add(trajectory, trajectory.to_json())
             resolved_count += is_resolved(trajectory)
             progress.set_postfix(resolved=resolved_count, refresh=False)
@@ -839,7 +787,7 @@ async def evaluate(
         identity=identity,
         scores=scores,
         selectors=selectors,
-        seed=config.seed,
+        seed=seed,
         max_subsets=max_subsets,
         session={"pairs_run_this_session": len(todo), "wall_s": time.perf_counter() - started},
     )
@@ -883,50 +831,31 @@ def format_summary(summary: Mapping[str, Any]) -> str:
 
 
 def run_evaluation(
-    config: ml_collections.ConfigDict,
-    policy: str,
+    tasks: Sequence[Task],
+    policy: str | Callable[[], AgentPolicy],
     output_dir: str | os.PathLike,
     *,
-    tasks: Sequence[Task],
+    env_pool: EnvPool,
+    episode: EpisodeSettings,
+    seed: int,
     num_runs: int,
-    model_name: str | None = None,
+    policy_name: str,
+    model_name: str,
     selectors: Sequence[str] = (),
-    verifier_dir: str | os.PathLike | None = None,
-    grade_concurrency: int = 2,
+    scorer: CandidateScorer | None = None,
     show_progress: bool = True,
     process_id: int = 0,
     num_processes: int = 1,
 ) -> dict[str, Any]:
-    """`evaluate` with everything built from `config`: the env pool of config.env.backend
-    (`make_env_pool`; a Docker pool builds missing task images first), for a policy directory
-    (`policy_config`) the policy in a JaxSampler, and the scorer `selectors` need
-    (`make_scorer`; execution checks run on the pool's backend). Returns the summary (of this
-    process's share).
+    """`evaluate` in its own event loop with `env_pool` (entered here; a Docker pool builds
+    missing task images first); returns the summary (of this process's share).
 
-    policy: 'gold', 'empty' or a policy directory. model_name: default `policy` for gold /
-    empty, else the directory's name. With num_processes > 1, evaluates only
-    tasks[process_id::num_processes], into output_dir/shard_<process_id>-of-<num_processes>
-    with the `ShardPlan` that `merge_shards` reads.
+    policy: 'gold', 'empty', or a function that loads the AgentPolicy, called only once the
+    output directory's settings are checked (its sampler is closed at the end). With
+    num_processes > 1, evaluates only tasks[process_id::num_processes], into
+    output_dir/shard_<process_id>-of-<num_processes> with the `ShardPlan` that `merge_shards`
+    reads. experiment.run_evaluation builds every argument from a config.
     """
-    if policy not in FIXED_PATCH_POLICIES:
-        EpisodeSettings.from_config(config)  # refuses bad agent settings before anything starts
-    run_label = f"eval-{uuid.uuid4().hex[:8]}"
-    pool = make_env_pool(config, run_label, grade_concurrency=grade_concurrency)
-    scorer = make_scorer(
-        selectors,
-        verifier_dir=verifier_dir,
-        timeout=config.agent.reward_timeout,
-        workers=grade_concurrency,
-        run_label=run_label,
-        runtime_factory=pool.runtime_factory,
-    )
-    if policy in FIXED_PATCH_POLICIES:
-        policy_name = policy
-        model_name = model_name or policy
-    else:
-        config = policy_config(config, policy)
-        policy_name = config.init_from
-        model_name = model_name or os.path.basename(policy_name)
     if num_processes > 1:
         if not 0 <= process_id < num_processes:
             raise ValueError(f"process id {process_id} is outside 0..{num_processes - 1}")
@@ -940,28 +869,27 @@ def run_evaluation(
             tuple(task.instance_id for task in tasks),
             num_runs,
             tuple(selectors),
-            int(config.seed),
+            seed,
         )
         output_dir = shard_directory(output_dir, process_id, num_processes)
         # Refused settings must not replace the plan of the evaluation the shard holds.
-        check_or_write_identity(output_dir, eval_identity(policy_name, model_name, config))
+        check_or_write_identity(output_dir, eval_identity(policy_name, model_name, episode))
         plan.write(output_dir)
         tasks = tasks[process_id::num_processes]
-    if pool.build_images:  # a Kubernetes pool's nodes pull task images from a registry
+    if env_pool.build_images:  # a Kubernetes pool's nodes pull task images from a registry
         ensure_task_images(tasks)
-    agent_policy = None
-    if policy not in FIXED_PATCH_POLICIES:
-        agent_policy = load_agent_policy(config, seed=config.seed)
+    agent_policy = None if isinstance(policy, str) else policy()
 
     async def run() -> dict[str, Any]:
-        async with pool:
+        async with env_pool:
             return await evaluate(
                 tasks,
                 agent_policy or policy,
                 output_dir,
                 num_runs=num_runs,
-                env_pool=pool,
-                config=config,
+                env_pool=env_pool,
+                episode=episode,
+                seed=seed,
                 model_name=model_name,
                 policy_name=policy_name,
                 selectors=selectors,

@@ -11,18 +11,16 @@ them) and can go straight to `verify.rejection_sampling.select_for_sft` and `rl.
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import os
 import re
 import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import ml_collections
-
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
-from deepswe_jax.agent.rollout import collect_rollouts, initial_messages
+from deepswe_jax.agent.rollout import EpisodeSettings, collect_rollouts, initial_messages
 from deepswe_jax.agent.scripted_policy import (
     REPO_ROOT,
     gold_patch_replies,
@@ -98,22 +96,18 @@ def expert_sampler(tasks: Sequence[Task], tokenizer: ChatTokenizer) -> ScriptedS
     return ScriptedSampler(script_for)
 
 
-def expert_config(
-    config: ml_collections.ConfigDict, tasks: Sequence[Task]
-) -> ml_collections.ConfigDict:
-    """`config` with agent.max_steps raised to the longest expert script, so no expert episode
+def expert_settings(settings: EpisodeSettings, tasks: Sequence[Task]) -> EpisodeSettings:
+    """`settings` with max_steps raised to the longest expert script, so no expert episode
     stops for max_steps; the token and time budgets stay as configured."""
-    config = ml_collections.ConfigDict(config.to_dict())
     longest = max(len(expert_replies(task)) for task in tasks)
-    config.agent.max_steps = max(int(config.agent.max_steps), longest)
-    return config
+    return dataclasses.replace(settings, max_steps=max(settings.max_steps, longest))
 
 
 async def collect_expert_trajectories(
     tasks: Sequence[Task],
     env_pool: EnvPoolProtocol,
     tokenizer: ChatTokenizer,
-    config: ml_collections.ConfigDict,
+    settings: EpisodeSettings,
     *,
     output_path: str | os.PathLike | None = None,
     show_progress: bool = True,
@@ -121,9 +115,9 @@ async def collect_expert_trajectories(
     """One expert episode per task through `env_pool` (the real `EnvPool`, or any
     EnvPoolProtocol), graded like rollouts; written to `output_path` as jsonl when given.
 
-    `config` is the root config (agent.* token/time limits, sampler.*); see `expert_config`.
-    Episodes that hit a token budget or an environment error come back unresolved and are
-    dropped later by `select_for_sft`.
+    `settings`: the episode limits (token/time budgets, sampling parameters; max_steps is
+    raised by `expert_settings`). Episodes that hit a token budget or an environment error come
+    back unresolved and are dropped later by `select_for_sft`.
     """
     if not tasks:
         raise ValueError("no tasks to collect expert trajectories for")
@@ -133,33 +127,11 @@ async def collect_expert_trajectories(
         env_pool,
         expert_sampler(tasks, tokenizer),
         tokenizer,
-        expert_config(config, tasks),
+        expert_settings(settings, tasks),
         policy_version=0,
         output_path=output_path,
         show_progress=show_progress,
     )
-
-
-def run_expert(
-    config: ml_collections.ConfigDict,
-    tasks: Sequence[Task],
-    *,
-    output_path: str | os.PathLike | None = None,
-    run_label: str = "expert",
-) -> list[Trajectory]:
-    """`collect_expert_trajectories` through the `EnvPool` of config.env (Docker, building missing
-    images, or Kubernetes pods per config.env.backend), with the tokenizer of config.tokenizer."""
-    from deepswe_jax.experiment import load_tokenizer, make_env_pool
-
-    tokenizer = load_tokenizer(config)
-
-    async def collect() -> list[Trajectory]:
-        async with make_env_pool(config, run_label) as pool:
-            return await collect_expert_trajectories(
-                tasks, pool, tokenizer, config, output_path=output_path
-            )
-
-    return asyncio.run(collect())
 
 
 def tool_call_success_rate(trajectories: Sequence[Trajectory]) -> float:

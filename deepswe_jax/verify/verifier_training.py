@@ -1,41 +1,38 @@
 """Training the execution-free outcome verifier on graded trajectories (SWE-Gym recipe).
 
-Tasks are split into train and held-out (config.verifier.heldout_fraction, seeded, by task).
-Training uses at most config.verifier.max_per_task resolved and unresolved trajectories per
-task, balanced 1:1, with the loss on the answer token(s) only, on the sharded train step
-(rl.train_step.Trainer with rl.sft's NLL); LoRA adapters when config.verifier.lora_rank > 0
-(only they train), else full fine-tuning from config.init_from ('' = random init).
-Held-out items are all graded trajectories of the held-out tasks, scored by
-p(YES) / (p(YES) + p(NO)); their ROC AUC is logged every eval_every steps.
-The command line is launch/train_verifier.py.
+Tasks are split into train and held-out (`heldout_fraction`, seeded, by task). Training uses
+at most `max_per_task` resolved and unresolved trajectories per task, balanced 1:1, with the
+loss on the answer token(s) only, on the sharded train step (rl.train_step.Trainer with
+rl.sft's NLL); with LoRA adapters on the model only they train (the trainer's `trainable`),
+else the whole model. Held-out items are all graded trajectories of the held-out tasks, scored
+by p(YES) / (p(YES) + p(NO)); their ROC AUC is logged every `eval_every` steps.
+
+    data = verifier_data(trajectories, problem_statements, prompt, settings)   # fails early
+    summary = train_verifier(workdir, trainer, params, prompt, data, settings, ...)
+
+experiment.train_verifier builds prompt, model (config.init_from, LoRA per
+config.verifier.lora_rank) and trainer from a config; the command line is
+launch/train_verifier.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-import ml_collections
 import numpy as np
 from flax import nnx
 
-from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.trajectory import Trajectory
-from deepswe_jax.experiment import initial_params, model_factory, sharding_rules
-from deepswe_jax.model.lora import LoRAConfig, LoRAParam, apply_lora, merge_lora
-from deepswe_jax.parallel import make_mesh
+from deepswe_jax.model.lora import merge_lora
 from deepswe_jax.rl.metrics import MetricsWriter
-from deepswe_jax.rl.sft import NegativeLogLikelihoodLoss
-from deepswe_jax.rl.train_step import (
-    LossSettings,
-    Trainer,
-    learning_rate_schedule,
-    make_optimizer,
-)
+from deepswe_jax.rl.train_step import Trainer
 from deepswe_jax.verify.verifier import (
     VerifierExample,
     VerifierPrompt,
@@ -51,6 +48,30 @@ logger = logging.getLogger("deepswe_jax.train_verifier")
 
 SUMMARY_FILE = "summary.json"
 VERIFIER_DIR = "verifier"
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifierTrainingSettings:
+    """config.verifier's data and schedule (with rl.micro_batch_size and the seed):
+    `steps` optimizer steps of `batch_size` examples in micro-batches of `micro_batch_size`
+    rows; held-out scoring every `eval_every` steps, `eval_batch_size` prompts per pass."""
+
+    max_per_task: int = 2
+    heldout_fraction: float = 0.25
+    steps: int = 100
+    batch_size: int = 16
+    eval_every: int = 25
+    eval_batch_size: int = 8
+    micro_batch_size: int = 8
+    seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifierData:
+    """The examples of the training tasks and of the held-out tasks."""
+
+    train: list[VerifierExample]
+    heldout: list[VerifierExample]
 
 
 def split_by_task(
@@ -74,21 +95,6 @@ def example_stream(examples: Sequence[VerifierExample], seed: int) -> Iterator[V
             yield examples[index]
 
 
-def verifier_model(config: ml_collections.ConfigDict, mesh, rules):
-    """The model to train: config.init_from (or random init), with LoRA adapters when
-    config.verifier.lora_rank > 0."""
-    graphdef, _ = nnx.split(nnx.eval_shape(model_factory(config)), nnx.Param)
-    model = nnx.merge(graphdef, initial_params(config, mesh, rules))
-    if config.verifier.lora_rank > 0:
-        lora = LoRAConfig(
-            rank=config.verifier.lora_rank,
-            alpha=config.verifier.lora_alpha,
-            targets=tuple(config.verifier.lora_targets),
-        )
-        apply_lora(model, lora, rngs=nnx.Rngs(config.seed + 1))
-    return model
-
-
 def heldout_metrics(scores: np.ndarray, labels: Sequence[bool]) -> dict[str, float]:
     """AUC (nan without both classes), accuracy at 0.5, mean score of each class."""
     labels = np.asarray(labels, bool)
@@ -101,68 +107,74 @@ def heldout_metrics(scores: np.ndarray, labels: Sequence[bool]) -> dict[str, flo
     }
 
 
-def train_verifier(
-    config: ml_collections.ConfigDict,
-    workdir: str | os.PathLike,
+def verifier_data(
     trajectories: Sequence[Trajectory],
     problem_statements: Mapping[str, str],
-) -> dict:
-    """Trains, evaluates and saves a verifier (see the module docstring); returns the summary."""
-    workdir = Path(workdir)
-    settings = config.verifier
-    prompt = VerifierPrompt(
-        ChatTokenizer.from_directory(config.tokenizer),
-        max_prompt_tokens=settings.max_prompt_tokens,
-    )
-    train_set, heldout_set = split_by_task(trajectories, settings.heldout_fraction, config.seed)
+    prompt: VerifierPrompt,
+    settings: VerifierTrainingSettings,
+) -> VerifierData:
+    """Splits by task, balances the training tasks' trajectories and renders both sets as
+    examples; raises when there is nothing to train on (before any model is built)."""
+    train_set, heldout_set = split_by_task(trajectories, settings.heldout_fraction, settings.seed)
     chosen = select_verifier_trajectories(
-        train_set, max_per_task=settings.max_per_task, seed=config.seed
+        train_set, max_per_task=settings.max_per_task, seed=settings.seed
     )
-    train_examples = verifier_examples(chosen, problem_statements, prompt)
-    heldout_examples = verifier_examples(heldout_set, problem_statements, prompt)
-    if not train_examples:
+    data = VerifierData(
+        train=verifier_examples(chosen, problem_statements, prompt),
+        heldout=verifier_examples(heldout_set, problem_statements, prompt),
+    )
+    if not data.train:
         raise ValueError(
             f"no verifier training examples among {len(train_set)} training trajectories: "
             "training needs tasks with both resolved and unresolved graded trajectories"
         )
     logger.info(
         "verifier data: %d training examples (%d resolved) from %d trajectories; %d held out",
-        len(train_examples),
-        sum(e.resolved for e in train_examples),
+        len(data.train),
+        sum(e.resolved for e in data.train),
         len(train_set),
-        len(heldout_examples),
+        len(data.heldout),
     )
+    return data
 
-    rules = sharding_rules(config)
-    mesh = make_mesh(config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
-    model = verifier_model(config, mesh, rules)
-    trainer = Trainer(
-        model,
-        make_optimizer(config.rl),
-        LossSettings(logprob_chunk=config.rl.logprob_chunk),
-        mesh=mesh,
-        rules=rules,
-        learning_rate=learning_rate_schedule(config.rl),
-        loss_fn=NegativeLogLikelihoodLoss(),
-        trainable=LoRAParam if settings.lora_rank > 0 else nnx.Param,
-    )
-    state = trainer.init_state(nnx.state(model, nnx.Param))
-    del model  # its arrays were donated to the train state
+
+def train_verifier(
+    workdir: str | os.PathLike,
+    trainer: Trainer,
+    params: nnx.State,
+    prompt: VerifierPrompt,
+    data: VerifierData,
+    settings: VerifierTrainingSettings,
+    *,
+    model_config: Mapping[str, Any],
+    tokenizer_dir: str | os.PathLike,
+    compute_dtype: str,
+) -> dict:
+    """Trains the verifier from `params` (the model's nnx.Param state, adapters included;
+    donated), scores the held-out set, and saves it to workdir/verifier (adapters merged, with
+    `model_config`, the tokenizer of `tokenizer_dir` and `compute_dtype`); returns the summary,
+    also written to workdir/summary.json."""
+    workdir = Path(workdir)
+    state = trainer.init_state(params)
     scorer = VerifierScorer(
-        trainer.graphdef, prompt, mesh=mesh, rules=rules, batch_size=settings.eval_batch_size
+        trainer.graphdef,
+        prompt,
+        mesh=trainer.mesh,
+        rules=trainer.rules,
+        batch_size=settings.eval_batch_size,
     )
-    heldout_prompts = [example.prompt_ids for example in heldout_examples]
-    heldout_labels = [example.resolved for example in heldout_examples]
+    heldout_prompts = [example.prompt_ids for example in data.heldout]
+    heldout_labels = [example.resolved for example in data.heldout]
 
     def evaluate() -> dict[str, float]:
-        if not heldout_examples:
+        if not data.heldout:
             return {}
         return heldout_metrics(scorer(state.params, heldout_prompts), heldout_labels)
 
-    stream = example_stream(train_examples, config.seed)
-    rows = config.rl.micro_batch_size
+    stream = example_stream(data.train, settings.seed)
+    rows = settings.micro_batch_size
     last_eval: dict[str, float] = {}
-    with MetricsWriter(workdir) as writer:
+    with MetricsWriter(workdir, resume_step=-1) as writer:  # starts over: from step 0
         writer.write(0, evaluate())
         for step in range(1, settings.steps + 1):
             examples = [next(stream) for _ in range(settings.batch_size)]
@@ -178,22 +190,20 @@ def train_verifier(
                 logger.info("step %d: loss %.4f %s", step, metrics["train/loss"], last_eval)
             writer.write(step, metrics)
 
-    params = state.params
-    if settings.lora_rank > 0:
-        params = nnx.state(merge_lora(nnx.merge(trainer.graphdef, params)), nnx.Param)
+    merged = merge_lora(nnx.merge(trainer.graphdef, state.params))  # as is without adapters
     save_verifier(
         workdir / VERIFIER_DIR,
-        params,
-        model_config=config.model.to_dict(),
-        tokenizer_dir=config.tokenizer,
-        max_prompt_tokens=settings.max_prompt_tokens,
-        compute_dtype=config.compute_dtype,
+        nnx.state(merged, nnx.Param),
+        model_config=model_config,
+        tokenizer_dir=tokenizer_dir,
+        max_prompt_tokens=prompt.max_prompt_tokens,
+        compute_dtype=compute_dtype,
     )
     summary = {
         "steps": settings.steps,
-        "train_examples": len(train_examples),
-        "train_resolved": sum(e.resolved for e in train_examples),
-        "heldout_examples": len(heldout_examples),
+        "train_examples": len(data.train),
+        "train_resolved": sum(e.resolved for e in data.train),
+        "heldout_examples": len(data.heldout),
         "heldout_resolved": sum(heldout_labels),
         **{key.removeprefix("heldout/"): value for key, value in last_eval.items()},
         "verifier": str(workdir / VERIFIER_DIR),

@@ -176,11 +176,15 @@ def training_job(
     workdir_claim: str | None = None,
     workdir_mount: str = "/runs",
     labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> k8s.V1Job:
     """A Job that runs `command` once (no restarts, no retries: the run resumes from its
-    checkpoint when started again) as deepswe-trainer, so it may create env pods.
+    checkpoint when started again) as deepswe-trainer, so it may create env pods, with its
+    pod's name and uid in DEEPSWE_POD_* so env pods are garbage-collected with it. The one Job
+    builder: the cluster manifests' training Job and launch/sweep.py's Jobs.
 
-    workdir_claim: a PersistentVolumeClaim mounted at `workdir_mount` for checkpoints/logs."""
+    workdir_claim: a PersistentVolumeClaim mounted at `workdir_mount` for checkpoints/logs.
+    labels / annotations: added to the Job's metadata (labels to its pod's too)."""
     labels = {APP_LABEL: "deepswe-jax", **(labels or {})}
     env = [
         k8s.V1EnvVar(
@@ -217,7 +221,12 @@ def training_job(
     return k8s.V1Job(
         api_version="batch/v1",
         kind="Job",
-        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace, labels=labels),
+        metadata=k8s.V1ObjectMeta(
+            name=name,
+            namespace=namespace,
+            labels=labels,
+            annotations=dict(annotations) if annotations else None,
+        ),
         spec=k8s.V1JobSpec(
             backoff_limit=0,
             template=k8s.V1PodTemplateSpec(

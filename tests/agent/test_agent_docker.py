@@ -12,12 +12,16 @@ import uuid
 from pathlib import Path
 
 import docker
-import ml_collections
 import pytest
 
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
-from deepswe_jax.agent.rollout import collect_rollouts, initial_messages, run_episode
+from deepswe_jax.agent.rollout import (
+    EpisodeSettings,
+    collect_rollouts,
+    initial_messages,
+    run_episode,
+)
 from deepswe_jax.agent.scripted_policy import gold_patch_replies, reply_ids
 from deepswe_jax.agent.trajectory import StopReason, read_trajectories
 from deepswe_jax.env.pool import EnvPool
@@ -69,23 +73,15 @@ def containers_of(client: docker.DockerClient, label: str) -> list:
     return client.containers.list(all=True, filters={"label": f"deepswe.run={label}"})
 
 
-def make_config(**agent) -> ml_collections.ConfigDict:
-    config = ml_collections.ConfigDict()
-    config.agent = ml_collections.ConfigDict(
-        dict(
-            max_steps=10,
-            max_prompt_tokens=4096,
-            max_context=16384,
-            step_timeout=60.0,
-            trajectory_timeout=600.0,
-            reward_timeout=300.0,
-        )
+def make_settings(**agent) -> EpisodeSettings:
+    limits = dict(
+        max_steps=10,
+        max_prompt_tokens=4096,
+        max_context=16384,
+        trajectory_timeout=600.0,
+        reward_timeout=300.0,
     )
-    config.agent.update(agent)
-    config.sampler = ml_collections.ConfigDict(
-        dict(kind="jax", temperature=1.0, top_p=1.0, top_k=0)
-    )
-    return config
+    return EpisodeSettings(**{**limits, **agent})
 
 
 def test_gold_patch_policy_resolves_shipped_tasks(
@@ -104,7 +100,7 @@ def test_gold_patch_policy_resolves_shipped_tasks(
         for task in shipped_tasks
     }
     sampler = ScriptedSampler(lambda prompt: script_for_prompt[prompt])
-    config = make_config()
+    settings = make_settings()
     out = tmp_path / "iter_000000.jsonl"
 
     async def collect():
@@ -117,7 +113,7 @@ def test_gold_patch_policy_resolves_shipped_tasks(
                 pool,
                 sampler,
                 tokenizer,
-                config,
+                settings,
                 0,
                 output_path=out,
                 show_progress=False,
@@ -156,7 +152,7 @@ def test_budget_stops_release_containers(
                 pool,
                 ScriptedSampler([chatter] * 2),
                 tokenizer,
-                make_config(max_steps=2),
+                make_settings(max_steps=2),
                 0,
                 0,
             )
@@ -165,7 +161,7 @@ def test_budget_stops_release_containers(
                 pool,
                 ScriptedSampler([sleep]),
                 tokenizer,
-                make_config(trajectory_timeout=2.0),
+                make_settings(trajectory_timeout=2.0),
                 1,
                 0,
             )

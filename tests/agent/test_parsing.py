@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from deepswe_jax.agent.parsing import (
@@ -307,3 +309,46 @@ def test_call_example_parses():
     assert parse_function_call(CALL_EXAMPLE).call == FunctionCall(
         "execute_bash", {"cmd": "ls /testbed"}
     )
+
+
+# Replies built to make a backtracking scanner quadratic (issue 17: 100 KB of "<function=" took
+# 4.5 s and 1 MB did not finish in 600 s, on the event loop every episode shares).
+ADVERSARIAL_REPLIES = {
+    "repeated_function_open": lambda n: "<function=" * (n // 10),
+    "function_open_and_long_name": lambda n: ("<function=" + "a" * 90) * (n // 100),
+    "repeated_parameter_open": lambda n: "<function=search>" + "<parameter=" * (n // 11),
+    "repeated_parameter_close": lambda n: (
+        "<function=search><parameter=search_term>" + "</parameter> x" * (n // 14)
+    ),
+    "many_calls": lambda n: "<function=finish></function>" * (n // 28),
+    "repeated_think": lambda n: "<think>" * (n // 7),
+}
+
+
+@pytest.mark.parametrize("make_reply", ADVERSARIAL_REPLIES.values(), ids=ADVERSARIAL_REPLIES)
+def test_parse_time_grows_linearly_from_100kb_to_1mb(make_reply):
+    """10x the input costs about 10x the time (a quadratic scan: 100x). Each figure is the best of
+    5 batches of parses, a batch long enough (>= 20 ms) that a busy machine's scheduling noise
+    does not decide the ratio."""
+
+    def best_seconds(reply: str) -> float:
+        repeats = 1
+        while True:
+            started = time.perf_counter()
+            for _ in range(repeats):
+                parse_function_call(reply)
+            if time.perf_counter() - started >= 0.02:
+                break
+            repeats *= 2
+        times = []
+        for _ in range(5):
+            started = time.perf_counter()
+            for _ in range(repeats):
+                parse_function_call(reply)
+            times.append((time.perf_counter() - started) / repeats)
+        return min(times)
+
+    small, large = make_reply(100_000), make_reply(1_000_000)
+    assert len(large) >= 999_000
+    ratio = best_seconds(large) / best_seconds(small)
+    assert ratio < 30, f"parsing 1 MB took {ratio:.0f}x as long as 100 KB"

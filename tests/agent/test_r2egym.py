@@ -8,6 +8,7 @@ import asyncio
 import ml_collections
 import pytest
 
+from configs import tiny
 from deepswe_jax.agent.interface import DeepSweJaxInterface, Progress
 from deepswe_jax.agent.parsing import FunctionCall
 from deepswe_jax.agent.r2egym import (
@@ -17,9 +18,9 @@ from deepswe_jax.agent.r2egym import (
     render_answer,
     task_instruction,
 )
-from deepswe_jax.agent.rollout import EpisodeSettings, interface_from_config
 from deepswe_jax.env.r2egym import ToolAnswer, answer, command_line, shell_command
 from deepswe_jax.env.runtime import ExecResult
+from deepswe_jax.experiment import agent_interface, episode_settings
 from tests.agent.fake_env import make_task
 
 PROMPTS = R2EGymPrompts("SYSTEM", "Issue:\n{problem_statement}\nin {working_dir}", "test")
@@ -192,13 +193,16 @@ SWE_USER_PROMPT = (
 
 
 def agent_config(**fields) -> ml_collections.ConfigDict:
-    return ml_collections.ConfigDict(fields)
+    """configs/tiny.py with `fields` in config.agent (read by experiment.agent_interface)."""
+    config = tiny.get_config()
+    config.agent.update(fields)
+    return config
 
 
 def test_prompts_load_from_r2egym_yaml_and_rllm_module(tmp_path):
     yaml_file = tmp_path / "edit_non_fn_calling.yaml"
     yaml_file.write_text(R2EGYM_YAML, encoding="utf-8")
-    interface = interface_from_config(agent_config(interface="r2egym", prompts_file=str(yaml_file)))
+    interface = agent_interface(agent_config(interface="r2egym", prompts_file=str(yaml_file)))
     assert (
         interface.prompts.system
         == "You are a programming agent.\n\n–– BEGIN FUNCTION #1: file_editor ––"
@@ -209,9 +213,7 @@ def test_prompts_load_from_r2egym_yaml_and_rllm_module(tmp_path):
     )
     module = tmp_path / "system_prompts.py"
     module.write_text(RLLM_MODULE + "raise SystemExit('never executed')\n")
-    prompts = interface_from_config(
-        agent_config(interface="r2egym", prompts_file=str(module))
-    ).prompts
+    prompts = agent_interface(agent_config(interface="r2egym", prompts_file=str(module))).prompts
     assert prompts.system == "You are a programming agent.\n"
     assert prompts.instance("bug") == (
         "Consider the following github issue:\n<github_issue>\nbug\n</github_issue>\n"
@@ -221,23 +223,9 @@ def test_prompts_load_from_r2egym_yaml_and_rllm_module(tmp_path):
 def test_r2egym_without_a_prompts_file_is_refused_naming_the_setting(tmp_path):
     for prompts_file in ("", str(tmp_path / "missing.yaml")):
         with pytest.raises(ValueError, match=r"config\.agent\.prompts_file=.*edit_non_fn_calling"):
-            interface_from_config(agent_config(interface="r2egym", prompts_file=prompts_file))
-    config = ml_collections.ConfigDict(
-        dict(
-            agent=dict(
-                max_steps=50,
-                max_prompt_tokens=4096,
-                max_context=32768,
-                trajectory_timeout=5400.0,
-                reward_timeout=300.0,
-                interface="r2egym",
-                prompts_file="",
-            ),
-            sampler=dict(temperature=1.0, top_p=1.0, top_k=0),
-        )
-    )
+            agent_interface(agent_config(interface="r2egym", prompts_file=prompts_file))
     with pytest.raises(ValueError, match=r"config\.agent\.prompts_file=''"):
-        EpisodeSettings.from_config(config)
+        episode_settings(agent_config(interface="r2egym", prompts_file=""))
 
 
 @pytest.mark.parametrize(
@@ -265,13 +253,13 @@ def test_malformed_prompts_files_are_refused_with_what_is_wrong(tmp_path, name, 
     path = tmp_path / name
     path.write_text(text)
     with pytest.raises(ValueError, match=problem) as refusal:
-        interface_from_config(agent_config(interface="r2egym", prompts_file=str(path)))
+        agent_interface(agent_config(interface="r2egym", prompts_file=str(path)))
     assert str(refusal.value).startswith(f"config.agent.prompts_file={str(path)!r}")
 
 
 def test_interface_setting_is_checked():
-    assert interface_from_config(agent_config()) == DeepSweJaxInterface()
+    assert agent_interface(agent_config()) == DeepSweJaxInterface()
     with pytest.raises(ValueError, match=r"config\.agent\.interface='r2e' is not one of"):
-        interface_from_config(agent_config(interface="r2e"))
+        agent_interface(agent_config(interface="r2e"))
     with pytest.raises(ValueError, match=r"only read by config\.agent\.interface='r2egym'"):
-        interface_from_config(agent_config(interface="deepswe_jax", prompts_file="x.yaml"))
+        agent_interface(agent_config(interface="deepswe_jax", prompts_file="x.yaml"))

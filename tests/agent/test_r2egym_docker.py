@@ -27,17 +27,18 @@ import uuid
 from pathlib import Path
 
 import docker
-import ml_collections
 import pytest
 
+from configs import tiny
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.r2egym import R2EGymInterface, R2EGymPrompts
-from deepswe_jax.agent.rollout import EpisodeSettings, run_episode
+from deepswe_jax.agent.rollout import run_episode
 from deepswe_jax.agent.scripted_policy import reply_ids
 from deepswe_jax.agent.trajectory import StopReason
 from deepswe_jax.env.images import ensure_task_image
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.tasks import Task, load_tasks
+from deepswe_jax.experiment import episode_settings
 from deepswe_jax.sampling.scripted import ScriptedSampler
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -156,29 +157,28 @@ def test_r2egym_episode_resolves_a_task_with_prompts_from_a_file(
 ):
     prompts_file = tmp_path / "edit_non_fn_calling.yaml"
     prompts_file.write_text(PROMPTS_YAML)
-    config = ml_collections.ConfigDict()
-    config.agent = ml_collections.ConfigDict(
-        dict(
-            max_steps=5,
-            max_prompt_tokens=4096,
-            max_context=16384,
-            step_timeout=60.0,
-            trajectory_timeout=600.0,
-            reward_timeout=300.0,
-            submit_notice_tokens=16000,
-            interface="r2egym",
-            prompts_file=str(prompts_file),
-        )
+    config = tiny.get_config()
+    config.agent.update(
+        max_steps=5,
+        max_prompt_tokens=4096,
+        max_context=16384,
+        step_timeout=60.0,
+        trajectory_timeout=600.0,
+        reward_timeout=300.0,
+        submit_notice_tokens=16000,
+        interface="r2egym",
+        prompts_file=str(prompts_file),
     )
-    config.sampler = ml_collections.ConfigDict(dict(temperature=1.0, top_p=1.0, top_k=0))
-    assert EpisodeSettings.from_config(config).interface.prompts.source == str(prompts_file)
+    config.sampler.update(temperature=1.0, top_p=1.0, top_k=0)
+    settings = episode_settings(config)
+    assert settings.interface.prompts.source == str(prompts_file)
     tokenizer = ChatTokenizer.from_directory(TOKENIZER_DIR)
     sampler = ScriptedSampler([reply_ids(tokenizer, reply) for reply in FIX_REPLIES])
 
     async def episode():
         run_label = f"pytest-r2egym-{uuid.uuid4().hex[:8]}"
         async with EnvPool(max_envs=1, run_label=run_label, client=docker_client) as pool:
-            return await run_episode(confini_task, pool, sampler, tokenizer, config, 0, 0)
+            return await run_episode(confini_task, pool, sampler, tokenizer, settings, 0, 0)
 
     trajectory = asyncio.run(episode())
     assert trajectory.stop_reason is StopReason.finished, trajectory.steps

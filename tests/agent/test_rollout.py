@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import ml_collections
 import pytest
 import tokenizers
 from fake_env import FIXED_SOURCE, SOURCE_PATH, FakeEnvPool, make_task
@@ -13,7 +12,7 @@ from fake_env import FIXED_SOURCE, SOURCE_PATH, FakeEnvPool, make_task
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.agent.prompts import LAST_STEP_NOTICE, SUBMIT_NOW_NOTICE
-from deepswe_jax.agent.rollout import collect_rollouts, run_episode, run_group
+from deepswe_jax.agent.rollout import EpisodeSettings, collect_rollouts, run_episode, run_group
 from deepswe_jax.agent.scripted_policy import reply_ids
 from deepswe_jax.agent.trajectory import StopReason, read_trajectories
 from deepswe_jax.sampling.scripted import ScriptedSampler
@@ -38,23 +37,15 @@ def tokenizer() -> ChatTokenizer:
     return ChatTokenizer.from_directory(TOKENIZER_DIR)
 
 
-def make_config(**agent) -> ml_collections.ConfigDict:
-    config = ml_collections.ConfigDict()
-    config.agent = ml_collections.ConfigDict(
-        dict(
-            max_steps=6,
-            max_prompt_tokens=4096,
-            max_context=8192,
-            step_timeout=30.0,
-            trajectory_timeout=60.0,
-            reward_timeout=60.0,
-        )
+def make_settings(**agent) -> EpisodeSettings:
+    limits = dict(
+        max_steps=6,
+        max_prompt_tokens=4096,
+        max_context=8192,
+        trajectory_timeout=60.0,
+        reward_timeout=60.0,
     )
-    config.agent.update(agent)
-    config.sampler = ml_collections.ConfigDict(
-        dict(kind="jax", temperature=1.0, top_p=1.0, top_k=0)
-    )
-    return config
+    return EpisodeSettings(**{**limits, **agent})
 
 
 def fix_script(tokenizer: ChatTokenizer) -> list[list[int]]:
@@ -73,7 +64,7 @@ def run(coroutine):
 def test_tokens_are_exactly_the_sampled_ids(tokenizer: ChatTokenizer):
     pool, script = FakeEnvPool(), fix_script(tokenizer)
     sampler = ScriptedSampler(script)
-    trajectory = run(run_episode(make_task(), pool, sampler, tokenizer, make_config(), 2, 7))
+    trajectory = run(run_episode(make_task(), pool, sampler, tokenizer, make_settings(), 2, 7))
 
     assert trajectory.stop_reason is StopReason.finished
     assert (trajectory.reward, trajectory.num_steps, trajectory.infra_error) == (1.0, 3, False)
@@ -118,7 +109,7 @@ def test_retokenizing_the_text_would_change_the_tokens(tokenizer: ChatTokenizer)
     script = [bash + odd_split + close + [tokenizer.im_end_id], reply_ids(tokenizer, FINISH)]
     pool = FakeEnvPool()
     trajectory = run(
-        run_episode(make_task(), pool, ScriptedSampler(script), tokenizer, make_config(), 0, 0)
+        run_episode(make_task(), pool, ScriptedSampler(script), tokenizer, make_settings(), 0, 0)
     )
 
     assert trajectory.stop_reason is StopReason.finished
@@ -137,9 +128,9 @@ def test_retokenizing_the_text_would_change_the_tokens(tokenizer: ChatTokenizer)
 def test_observations_carry_steps_remaining_and_notices(tokenizer: ChatTokenizer):
     noop = reply_ids(tokenizer, render_function_call("execute_bash", {"cmd": "true"}))
     script = [noop, noop, reply_ids(tokenizer, FINISH)]
-    config = make_config(max_steps=3, submit_notice_tokens=1)
+    settings = make_settings(max_steps=3, submit_notice_tokens=1)
     trajectory = run(
-        run_episode(make_task(), FakeEnvPool(), ScriptedSampler(script), tokenizer, config, 0, 0)
+        run_episode(make_task(), FakeEnvPool(), ScriptedSampler(script), tokenizer, settings, 0, 0)
     )
     text = tokenizer.decode(trajectory.token_ids)
     assert "Steps Remaining: 2" in text and "Steps Remaining: 1" + LAST_STEP_NOTICE in text
@@ -152,7 +143,7 @@ def test_policy_that_never_calls_a_tool_stops_at_max_steps(tokenizer: ChatTokeni
     pool = FakeEnvPool()
     sampler = ScriptedSampler([chatter] * 4)  # a fifth turn would raise: the loop must stop at 4
     trajectory = run(
-        run_episode(make_task(), pool, sampler, tokenizer, make_config(max_steps=4), 0, 0)
+        run_episode(make_task(), pool, sampler, tokenizer, make_settings(max_steps=4), 0, 0)
     )
 
     assert trajectory.stop_reason is StopReason.max_steps and trajectory.compact_filtered
@@ -165,15 +156,15 @@ def test_policy_that_never_calls_a_tool_stops_at_max_steps(tokenizer: ChatTokeni
 def test_max_context_caps_each_turn_and_stops(tokenizer: ChatTokenizer):
     long_reply = reply_ids(tokenizer, "<think>\n" + "look closer " * 80 + "\n</think>\n\n" + VIEW)
     pool, sampler = FakeEnvPool(), ScriptedSampler([long_reply] * 3)
-    config = make_config(max_context=len(long_reply) + 100)
-    trajectory = run(run_episode(make_task(), pool, sampler, tokenizer, config, 0, 0))
+    settings = make_settings(max_context=len(long_reply) + 100)
+    trajectory = run(run_episode(make_task(), pool, sampler, tokenizer, settings, 0, 0))
 
     assert trajectory.stop_reason is StopReason.max_context and trajectory.compact_filtered
     first, second = sampler.requests
-    assert first.params.max_new_tokens == config.agent.max_context
+    assert first.params.max_new_tokens == settings.max_context
     used_before_second = len(second.prompt_ids) - len(first.prompt_ids)
-    assert second.params.max_new_tokens == config.agent.max_context - used_before_second
-    assert trajectory.num_response_tokens == config.agent.max_context  # the cut turn used the rest
+    assert second.params.max_new_tokens == settings.max_context - used_before_second
+    assert trajectory.num_response_tokens == settings.max_context  # the cut turn used the rest
     assert (
         trajectory.steps[-1]["finish_reason"] == "length" and "action" not in trajectory.steps[-1]
     )
@@ -189,7 +180,7 @@ def test_max_context_when_the_observation_does_not_fit(tokenizer: ChatTokenizer)
             pool,
             ScriptedSampler([view]),
             tokenizer,
-            make_config(max_context=len(view) + 5),
+            make_settings(max_context=len(view) + 5),
             0,
             0,
         )
@@ -200,10 +191,10 @@ def test_max_context_when_the_observation_does_not_fit(tokenizer: ChatTokenizer)
 
 def test_timeout_stops_the_episode_and_releases_the_env(tokenizer: ChatTokenizer):
     pool = FakeEnvPool(step_delay_s=30.0)
-    config = make_config(trajectory_timeout=0.2)
+    settings = make_settings(trajectory_timeout=0.2)
     trajectory = run(
         run_episode(
-            make_task(), pool, ScriptedSampler(fix_script(tokenizer)), tokenizer, config, 0, 0
+            make_task(), pool, ScriptedSampler(fix_script(tokenizer)), tokenizer, settings, 0, 0
         )
     )
 
@@ -220,7 +211,7 @@ def test_env_error_ends_the_episode_without_grading(tokenizer: ChatTokenizer):
             pool,
             ScriptedSampler(fix_script(tokenizer)),
             tokenizer,
-            make_config(),
+            make_settings(),
             0,
             0,
         )
@@ -234,7 +225,7 @@ def test_env_error_ends_the_episode_without_grading(tokenizer: ChatTokenizer):
 def test_failed_acquire_is_an_env_error(tokenizer: ChatTokenizer):
     pool = FakeEnvPool(fail_acquire=True)
     trajectory = run(
-        run_episode(make_task(), pool, ScriptedSampler([]), tokenizer, make_config(), 0, 0)
+        run_episode(make_task(), pool, ScriptedSampler([]), tokenizer, make_settings(), 0, 0)
     )
     assert trajectory.stop_reason is StopReason.env_error and trajectory.infra_error
     assert (
@@ -252,7 +243,7 @@ def test_grader_failure_is_infra_not_a_wrong_answer(tokenizer: ChatTokenizer):
             pool,
             ScriptedSampler(fix_script(tokenizer)),
             tokenizer,
-            make_config(),
+            make_settings(),
             0,
             0,
         )
@@ -270,7 +261,7 @@ def test_sampler_errors_propagate_and_release_the_env(tokenizer: ChatTokenizer):
                 pool,
                 ScriptedSampler([reply_ids(tokenizer, VIEW)]),
                 tokenizer,
-                make_config(),
+                make_settings(),
                 0,
                 0,
             )
@@ -288,7 +279,7 @@ def test_cancellation_releases_the_env(tokenizer: ChatTokenizer):
                 pool,
                 ScriptedSampler(fix_script(tokenizer)),
                 tokenizer,
-                make_config(),
+                make_settings(),
                 0,
                 0,
             )
@@ -311,7 +302,7 @@ def test_prompt_over_the_limit_stops_before_acquiring(tokenizer: ChatTokenizer):
             pool,
             ScriptedSampler([]),
             tokenizer,
-            make_config(max_prompt_tokens=50),
+            make_settings(max_prompt_tokens=50),
             0,
             0,
         )
@@ -325,7 +316,7 @@ def test_turn_ended_by_endoftext_is_closed_with_unmasked_im_end(tokenizer: ChatT
     script = [view, reply_ids(tokenizer, FINISH)]
     trajectory = run(
         run_episode(
-            make_task(), FakeEnvPool(), ScriptedSampler(script), tokenizer, make_config(), 0, 0
+            make_task(), FakeEnvPool(), ScriptedSampler(script), tokenizer, make_settings(), 0, 0
         )
     )
     start = len(trajectory.prompt_ids)
@@ -338,7 +329,7 @@ def test_two_calls_run_the_first_and_say_so(tokenizer: ChatTokenizer):
     script = [reply_ids(tokenizer, VIEW + "\n" + FIX), reply_ids(tokenizer, FINISH)]
     pool = FakeEnvPool()
     trajectory = run(
-        run_episode(make_task(), pool, ScriptedSampler(script), tokenizer, make_config(), 0, 0)
+        run_episode(make_task(), pool, ScriptedSampler(script), tokenizer, make_settings(), 0, 0)
     )
     assert [tool for tool, _ in pool.steps] == ["file_editor", "finish"]
     assert pool.steps[0][1]["command"] == "view"
@@ -354,7 +345,7 @@ def test_run_group_and_collect_rollouts(tokenizer: ChatTokenizer, tmp_path: Path
             pool,
             ScriptedSampler(fix_script(tokenizer)),
             tokenizer,
-            make_config(),
+            make_settings(),
             1,
         )
     )
@@ -370,7 +361,7 @@ def test_run_group_and_collect_rollouts(tokenizer: ChatTokenizer, tmp_path: Path
             FakeEnvPool(),
             ScriptedSampler(fix_script(tokenizer)),
             tokenizer,
-            make_config(),
+            make_settings(),
             1,
             output_path=out,
             show_progress=False,

@@ -10,7 +10,6 @@ import pytest
 
 from deepswe_jax.agent.scripted_policy import FileEdit, gold_patch_replies, parse_unified_diff
 from deepswe_jax.agent.trajectory import (
-    COMPACT_FILTERED,
     StopReason,
     Trajectory,
     read_trajectories,
@@ -63,8 +62,10 @@ def test_json_round_trip_is_exact(tmp_path: Path):
     assert read_trajectories(path)[1].stop_reason is StopReason.timeout
 
 
-def test_compact_filtering_set():
-    assert COMPACT_FILTERED == {StopReason.max_steps, StopReason.max_context, StopReason.timeout}
+def test_stop_reason_sets_live_on_the_enum():
+    compact = {reason for reason in StopReason if reason.compact_filtered}
+    assert compact == {StopReason.max_steps, StopReason.max_context, StopReason.timeout}
+    assert {reason for reason in StopReason if reason.env_failure} == {StopReason.env_error}
     assert make_trajectory(stop_reason=StopReason.max_steps).compact_filtered
     assert not make_trajectory(stop_reason=StopReason.env_error).compact_filtered
 

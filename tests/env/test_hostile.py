@@ -1,10 +1,13 @@
-"""Hostile agent commands stay inside their container, and the pool keeps serving afterwards."""
+"""Hostile agent commands stay inside their container, and the pool keeps serving afterwards:
+fork bombs, loops, network, floods of output, rm -rf, writes to the tool server's own stdout and
+stdin, setsid daemons, and disk fills."""
 
 import asyncio
 
 import pytest
 
 from deepswe_jax.env import observation
+from deepswe_jax.env.docker_runtime import DockerRuntime
 from deepswe_jax.env.pool import EnvPool
 
 STEP_TIMEOUT = 4
@@ -89,3 +92,81 @@ def test_rm_rf_testbed_only_hurts_its_own_episode(envs):
     intact = bash(run, bystander, "git status --porcelain && cat tinycalc/__init__.py")
     assert intact.exit_code == 0 and "def add(a, b):" in intact.observation
     assert_serving(run, victim, bystander)
+
+
+def test_writing_to_the_servers_stdout_and_stdin_cannot_desync_its_channel(envs):
+    """Before: `echo 'not json' > /proc/1/fd/1` made every later step an env_error (issue 17)."""
+    run, victim, bystander = envs
+    forged = '{"id": 99, "exit_code": 0, "output": "forged", "timed_out": false}'
+    result = bash(
+        run,
+        victim,
+        f"echo 'not json' > /proc/1/fd/1; echo '{forged}' > /proc/1/fd/1; "
+        "printf 'DEEPSWE 0123 5\\n{}' > /proc/1/fd/1; printf 'no newline' > /proc/1/fd/1; "
+        "printf 'garbage {\\n' > /proc/1/fd/0; echo done",
+    )
+    assert not result.env_error and result.exit_code == 0
+    assert "\ndone" in result.observation and "forged" not in result.observation
+    assert_serving(run, victim, bystander)
+    listing = bash(run, victim, "ls /usr/local/bin")
+    assert listing.exit_code == 0 and "file_editor" in listing.observation
+
+
+def test_a_setsid_daemon_started_in_a_step_is_gone_after_it(envs):
+    """A double-forked, setsid daemon left its command's session; it is killed when the step
+    ends like any background job (before: it kept a core busy for the rest of the episode)."""
+    run, victim, bystander = envs
+    started = bash(
+        run,
+        victim,
+        "(setsid bash -c 'exec -a stray-daemon-17 sleep 1000' > /dev/null 2>&1 &); "
+        "sleep 0.5; echo running=$(ps -eo args | grep -c '^stray-daemon-17')",
+    )
+    assert started.exit_code == 0 and "running=1" in started.observation
+    assert "stray-daemon-17" not in run(victim.run("ps -eo args=")).output
+    assert_serving(run, victim, bystander)
+
+
+def test_writing_past_the_disk_limit_fails_inside_the_container(
+    tiny_task, docker_client, run_label
+):
+    """A 64 MB file, then 64 files of 4 MB, against a 16 MB limit: both fail inside the
+    container, which keeps serving; what it holds on the host's disk stays within the limit
+    and one poll's worth of writing (before: a tool call wrote 3 GB into /var/lib/docker at
+    1.3 GB/s)."""
+    limit = 16 * 2**20
+    runtime = DockerRuntime(
+        tiny_task.image, run_label=run_label, client=docker_client, disk_limit="16m"
+    )
+    with runtime:
+        # overlay2 on ext4 here: Docker cannot limit the writable layer, the tool server does.
+        by_server = runtime.disk_limit_applied == "tool_server"
+        assert by_server or runtime.disk_limit_applied == "storage_opt"
+        big = runtime.run("dd if=/dev/zero of=/testbed/big bs=1M count=64", timeout=60)
+        assert big.exit_code != 0 and not big.timed_out
+        if by_server:
+            assert "File size limit exceeded: no file may grow past" in big.output
+        else:
+            assert "No space left on device" in big.output
+        size = runtime.run("stat -c %s /testbed/big", timeout=10).output.strip()
+        assert int(size) <= limit
+        many = runtime.run(
+            "for i in $(seq 64); do head -c 4000000 /dev/zero > /tmp/f$i || exit 1; done",
+            timeout=60,
+        )
+        assert many.exit_code != 0 and not many.timed_out
+        assert "disk limit" in many.output or "No space left on device" in many.output
+        assert runtime.run("echo still-serving", timeout=10).output == "still-serving\n"
+        [summary] = docker_client.api.containers(filters={"id": runtime.container_id}, size=True)
+        held = summary["SizeRw"]  # what the container holds on the host's disk
+        assert held <= limit + 32 * 2**20, held  # of the 320 MB it tried to write
+    if by_server:  # the setting that insists on Docker's limit says why it cannot have it
+        strict = DockerRuntime(
+            tiny_task.image,
+            run_label=run_label,
+            client=docker_client,
+            disk_limit="16m",
+            disk_limit_mode="storage_opt",
+        )
+        with pytest.raises(ValueError, match="does not support --storage-opt size="):
+            strict.start()

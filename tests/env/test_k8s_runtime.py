@@ -865,7 +865,7 @@ def test_a_config_with_backend_kubernetes_runs_episodes_and_grading_in_pods(
         clusters.append((kubeconfig, context))
         return container_api
 
-    monkeypatch.setattr(experiment, "kubernetes_api", fake_cluster)
+    monkeypatch.setattr(experiment.env, "kubernetes_api", fake_cluster)
     pulled = "registry.example/" + tiny_task.image  # what the nodes would pull
     docker_client.images.get(tiny_task.image).tag(pulled)
     first_pod = len(container_api.called("create_namespaced_pod"))

@@ -15,12 +15,11 @@ import uuid
 from pathlib import Path
 
 import docker
-import ml_collections
 import pytest
 
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
-from deepswe_jax.agent.rollout import run_episode
+from deepswe_jax.agent.rollout import EpisodeSettings, run_episode
 from deepswe_jax.agent.scripted_policy import gold_patch_replies, reply_ids
 from deepswe_jax.agent.trajectory import StopReason
 from deepswe_jax.env.docker_runtime import DockerRuntime
@@ -131,22 +130,14 @@ def second_daemon():
         shutil.rmtree(daemon.root, ignore_errors=True)
 
 
-def make_config() -> ml_collections.ConfigDict:
-    config = ml_collections.ConfigDict()
-    config.agent = ml_collections.ConfigDict(
-        dict(
-            max_steps=8,
-            max_prompt_tokens=4096,
-            max_context=16384,
-            step_timeout=60.0,
-            trajectory_timeout=600.0,
-            reward_timeout=120.0,
-        )
+def make_settings() -> EpisodeSettings:
+    return EpisodeSettings(
+        max_steps=8,
+        max_prompt_tokens=4096,
+        max_context=16384,
+        trajectory_timeout=600.0,
+        reward_timeout=120.0,
     )
-    config.sampler = ml_collections.ConfigDict(
-        dict(kind="jax", temperature=1.0, top_p=1.0, top_k=0)
-    )
-    return config
 
 
 def labelled(client: docker.DockerClient, label: str) -> list:
@@ -224,7 +215,7 @@ def test_pool_survives_a_docker_host_dying_mid_run(tiny_task, docker_client, sec
     ]
     script = [reply_ids(tokenizer, reply) for reply in replies]
     second_client = second_daemon.client()
-    config = make_config()
+    settings = make_settings()
 
     async def main():
         sampler = ScriptedSampler(script)
@@ -245,7 +236,7 @@ def test_pool_survives_a_docker_host_dying_mid_run(tiny_task, docker_client, sec
 
             episodes = [
                 pool.run_with_retries(
-                    lambda i=i: run_episode(tiny_task, pool, sampler, tokenizer, config, i, 0),
+                    lambda i=i: run_episode(tiny_task, pool, sampler, tokenizer, settings, i, 0),
                     failed=lambda trajectory: trajectory.infra_error,
                     name=f"episode {i}",
                 )

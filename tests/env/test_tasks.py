@@ -276,6 +276,18 @@ def test_bad_files(tmp_path):
         load_tasks([SWEBENCH_ROW, SWEBENCH_ROW])
 
 
+def test_a_task_source_without_tasks_is_refused(tmp_path):
+    """An empty task file used to give "0/0 tasks ok" and exit 0 (issue 17)."""
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "blank.jsonl").write_text("\n  \n")
+    (tmp_path / "empty.json").write_text("[]")
+    for name in ("empty.jsonl", "blank.jsonl", "empty.json"):
+        with pytest.raises(TaskFormatError, match=f"{name} holds no tasks"):
+            load_tasks(tmp_path / name)
+    with pytest.raises(TaskFormatError, match="the dataset holds no tasks"):
+        load_tasks([])
+
+
 @pytest.mark.parametrize(
     ("path", "expected"),
     [

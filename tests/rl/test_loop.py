@@ -28,10 +28,10 @@ from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.agent.trajectory import StopReason, Trajectory, read_trajectories
 from deepswe_jax.checkpoint import TrainCheckpoints, restore_params, save_params
 from deepswe_jax.env.tasks import Task
-from deepswe_jax.experiment import model_factory
+from deepswe_jax.experiment import model_factory, optimizer_settings, train, update_settings
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, save_hf_checkpoint
 from deepswe_jax.parallel import make_mesh
-from deepswe_jax.rl.loop import tasks_for_iteration, train, update_policy
+from deepswe_jax.rl.loop import tasks_for_iteration, update_policy
 from deepswe_jax.rl.metrics import read_metrics, rollout_metrics
 from deepswe_jax.rl.train_step import LossSettings, Trainer, make_optimizer
 from deepswe_jax.sampling.base import GenerateRequest, SamplingParams
@@ -296,11 +296,12 @@ def test_errors_name_the_missing_piece(tmp_path, monkeypatch):
         train(config, tmp_path / "run", tasks=[make_task(0)])
     config = scripted_config(1)
     config.init_from = str(tmp_path / "nowhere")
+    tasks = [make_task(0), make_task(1)]  # tasks_per_step=2
     with pytest.raises(FileNotFoundError, match="config.init_from"):
-        train(config, tmp_path / "run", tasks=[make_task(0)], env_pool=MemoryPool())
+        train(config, tmp_path / "run", tasks=tasks, env_pool=MemoryPool())
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
     with pytest.raises(RuntimeError, match="start the Docker engine"):
-        train(scripted_config(1), tmp_path / "run", tasks=[make_task(0)])
+        train(scripted_config(1), tmp_path / "run", tasks=tasks)
 
 
 def test_init_from_hf_and_orbax_directories(tmp_path):
@@ -312,7 +313,8 @@ def test_init_from_hf_and_orbax_directories(tmp_path):
     save_hf_checkpoint(model, tmp_path / "hf")
     save_params(tmp_path / "orbax", nnx.state(model, nnx.Param), model_config=config.model)
     expected = jax.device_get(nnx.to_pure_dict(nnx.state(model, nnx.Param)))
-    pieces = dict(sampler=ScriptedSampler([]), env_pool=MemoryPool(), tasks=[make_task(0)])
+    tasks = [make_task(0), make_task(1)]  # tasks_per_step=2
+    pieces = dict(sampler=ScriptedSampler([]), env_pool=MemoryPool(), tasks=tasks)
     for name in ("hf", "orbax"):
         config.init_from = str(tmp_path / name)
         state = train(config, tmp_path / f"run_{name}", **pieces)
@@ -337,7 +339,9 @@ def test_grpo_update_learns_a_two_token_bandit():
         head_dim=8,
     )
     config = tiny.get_config()
-    config.model.update(**dataclasses.asdict(model_config))
+    config.model.update(
+        {k: v for k, v in dataclasses.asdict(model_config).items() if k in config.model}
+    )
     config.rl.update(lr=3e-2, micro_batch_size=32, weight_decay=0.0, advantage="loo")
     config.agent.update(max_context=1)
     mesh = make_mesh(1, 1, 1, devices=jax.devices()[:1])
@@ -345,7 +349,7 @@ def test_grpo_update_learns_a_two_token_bandit():
     sampler = JaxSampler(model, max_batch=32, max_cache_len=8, mesh=mesh, seed=0)
     trainer = Trainer(
         model,
-        make_optimizer(config.rl),
+        make_optimizer(optimizer_settings(config.rl)),
         LossSettings(max_response_len=1, logprob_chunk=8),
         mesh=mesh,
         rules=config.sharding_rules,
@@ -380,7 +384,7 @@ def test_grpo_update_learns_a_two_token_bandit():
                 )
             )
         rewards.append(np.mean([t.reward for t in rollouts]))
-        state, metrics = update_policy(trainer, state, rollouts, config)
+        state, metrics = update_policy(trainer, state, rollouts, update_settings(config))
         assert metrics["train/sampler_approx_kl"] < 1e-5  # sampler and trainer score alike
     sampler.close()
     assert 0.25 < rewards[0] < 0.75, rewards

@@ -21,7 +21,7 @@ from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.agent.trajectory import read_trajectories, trajectories_path
 from deepswe_jax.env.tasks import Task
-from deepswe_jax.rl.loop import train
+from deepswe_jax.experiment import train
 from deepswe_jax.rl.metrics import read_metrics
 from deepswe_jax.rl.overlap import RolloutScheduler
 from deepswe_jax.sampling.scripted import ScriptedSampler
@@ -83,6 +83,30 @@ def test_staleness_two_runs_two_iterations_ahead():
     versions = [b.policy_version for b in batches]
     assert all(i - 2 <= v <= i for i, v in enumerate(versions))
     assert max(i - v for i, v in enumerate(versions)) == 2
+
+
+def test_an_interrupt_while_rollouts_run_ahead_cancels_them():
+    """Ctrl-C (or any error) in the loop body while the next iteration's rollouts are being
+    collected: close() cancels them and the interrupt propagates (before: ValueError, a
+    coroutine was expected, got <_GatheringFuture pending>)."""
+    cancelled = []
+
+    async def collect(iteration: int, version: int) -> int:
+        if iteration:
+            try:
+                await asyncio.sleep(600)
+            except asyncio.CancelledError:
+                cancelled.append(iteration)
+                raise
+        return iteration
+
+    with asyncio.Runner() as runner, pytest.raises(KeyboardInterrupt):
+        with RolloutScheduler(runner, collect, print, max_staleness=1, start=0, stop=3) as s:
+            s.publish(0, {"version": 0})
+            assert s.next_batch(0).result == 0
+            s.run_while_collecting(time.sleep, 0.05)  # iteration 1 starts collecting
+            raise KeyboardInterrupt
+    assert cancelled == [1]
 
 
 def test_negative_staleness_is_refused():

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from configs import tiny
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import make_mesh
@@ -20,6 +19,7 @@ from deepswe_jax.rl.sft import (
 )
 from deepswe_jax.rl.train_step import (
     LossSettings,
+    OptimizerSettings,
     Trainer,
     learning_rate_schedule,
     make_optimizer,
@@ -88,8 +88,7 @@ def test_negative_log_likelihood_matches_numpy():
 @pytest.fixture(scope="module")
 def trainer_and_model():
     model = Qwen3ForCausalLM(MODEL, rngs=nnx.Rngs(0))
-    rl = tiny.get_config().rl
-    rl.update(lr=1e-2, warmup_steps=0, weight_decay=0.0, grad_clip=0.0)
+    rl = OptimizerSettings(lr=1e-2, warmup_steps=0, weight_decay=0.0, grad_clip=0.0)
     trainer = Trainer(
         model,
         make_optimizer(rl),
@@ -183,7 +182,5 @@ def test_max_tokens_trains_on_a_token_exact_prefix():
 
 
 def test_cosine_decay_reaches_zero_at_the_last_step():
-    sft = tiny.get_config().rl
-    sft.update(lr=1e-2, warmup_steps=2)
-    schedule = learning_rate_schedule(sft, decay_steps=10)
+    schedule = learning_rate_schedule(OptimizerSettings(lr=1e-2, warmup_steps=2, decay_steps=10))
     assert [float(schedule(s)) for s in (0, 2, 6, 10)] == pytest.approx([0.0, 1e-2, 5e-3, 0.0])

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from configs import tiny
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import make_mesh
 from deepswe_jax.rl.batch import assemble_batch
 from deepswe_jax.rl.train_step import (
     LossSettings,
+    OptimizerSettings,
     Trainer,
     learning_rate_schedule,
     make_optimizer,
@@ -37,9 +37,7 @@ LOSS = LossSettings(max_response_len=64, logprob_chunk=16)
 
 
 def rl_config(lr=1e-2):
-    config = tiny.get_config()
-    config.rl.update(lr=lr, warmup_steps=0, weight_decay=0.0, grad_clip=0.0)
-    return config.rl
+    return OptimizerSettings(lr=lr, warmup_steps=0, weight_decay=0.0, grad_clip=0.0)
 
 
 def make_trajectories():
@@ -204,9 +202,8 @@ def test_adamw_steps_move_logprobs_along_the_advantages(single):
         trainer.step(state, [])
 
 
-def test_optimizer_from_config_warmup_and_clipping():
-    rl = rl_config(lr=1e-3)
-    rl.update(warmup_steps=4, grad_clip=1.0)
+def test_optimizer_warmup_and_clipping():
+    rl = OptimizerSettings(lr=1e-3, warmup_steps=4, weight_decay=0.0, grad_clip=1.0)
     schedule = learning_rate_schedule(rl)
     assert [float(schedule(s)) for s in (0, 2, 4, 100)] == pytest.approx([0.0, 5e-4, 1e-3, 1e-3])
     optimizer = make_optimizer(rl)
@@ -217,25 +214,6 @@ def test_optimizer_from_config_warmup_and_clipping():
         updates, state = update({"w": jnp.array([300.0, -400.0, 0.0])}, state, params)
     # Adam after clipping to norm 1: lr-sized steps against the gradient's sign.
     np.testing.assert_allclose(updates["w"][:2], [-1e-3, 1e-3], rtol=1e-3)
-
-
-def test_from_config_reads_model_remat_and_loss_settings():
-    config = tiny.get_config()
-    config.remat = "full"
-    config.attention = "pallas"
-    config.rl.peak_flops_per_device = 1e12
-    trainer = Trainer.from_config(config, make_mesh())
-    assert trainer.model_config.hidden_size == config.model.hidden_size
-    model = nnx.merge(trainer.graphdef, trainer.param_shardings)
-    assert model.remat == "full" and model.attention_impl == "pallas"
-    # RL rows hold one trajectory each, so attention may use sequence lengths; packed rows are
-    # refused rather than attended across.
-    packed = assemble_batch(make_trajectories(), micro_batch_size=4, pack_length=64)
-    with pytest.raises(ValueError, match="packed_rows=True"):
-        trainer.logprobs(None, packed.micro_batches[0])
-    assert trainer.loss.max_response_len == config.agent.max_context
-    assert trainer.loss.logprob_chunk == config.rl.logprob_chunk
-    assert trainer.peak_flops_per_device == 1e12
 
 
 def test_training_flops_counts_matmuls_and_causal_attention():

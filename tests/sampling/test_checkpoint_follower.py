@@ -13,13 +13,12 @@ import numpy as np
 from flax import nnx
 
 from configs import tiny
+from deepswe_jax import experiment
 from deepswe_jax.checkpoint import TrainCheckpoints
 from deepswe_jax.parallel import make_mesh
-from deepswe_jax.rl import loop
 from deepswe_jax.rl.batch import MicroBatch
-from deepswe_jax.rl.train_step import LossSettings, Trainer, make_optimizer
+from deepswe_jax.rl.train_step import Trainer
 from deepswe_jax.sampling.base import GenerateRequest, SamplingParams
-from deepswe_jax.sampling.checkpoint_follower import CheckpointFollower
 from deepswe_jax.sampling.jax_sampler import JaxSampler
 
 PROMPTS = [(5, 17, 300, 41), (9, 2, 2, 2, 2, 77, 1000)]
@@ -32,7 +31,7 @@ def small_config():
     config.model.update(num_attention_heads=4, num_key_value_heads=2, head_dim=16)
     config.rl.update(lr=3e-2)
     config.agent.update(max_prompt_tokens=32, max_context=32)
-    config.sampler.update(max_batch=2)
+    config.sampler.update(max_batch=4)  # divides the trainer's fsdp=4 batch axis
     return config
 
 
@@ -72,28 +71,22 @@ def greedy(sampler) -> list[tuple[int, ...]]:
 
 def test_follower_serves_the_trainers_policy_on_another_mesh(tmp_path: Path):
     config = small_config()
-    rules = loop.sharding_rules(config)
-    trainer = Trainer(
-        nnx.eval_shape(loop.model_factory(config)),
-        make_optimizer(config.rl),
-        LossSettings.from_config(config),
-        mesh=make_mesh(1, 4, 1, devices=jax.devices()[:4]),
-        rules=rules,
-    )
-    state = trainer.init_state(loop.initial_params(config, trainer.mesh, rules))
+    rules = experiment.sharding_rules(config)
+    trainer = experiment.make_trainer(config, make_mesh(1, 4, 1, devices=jax.devices()[:4]), rules)
+    state = trainer.init_state(experiment.initial_params(config, trainer.mesh, rules))
     sampler_mesh = make_mesh(1, 2, 1, devices=jax.devices()[4:6])
     # what the trainer's own model samples, on the trainer's mesh
     reference = JaxSampler(
         nnx.merge(trainer.graphdef, state.params),
-        max_batch=2,
+        max_batch=4,
         max_cache_len=64,
         mesh=trainer.mesh,
         rules=rules,
     )
     status = tmp_path / "sampler_status.json"
     checkpoints = TrainCheckpoints(tmp_path / "checkpoints", every=1, keep=2)
-    follower = CheckpointFollower(
-        tmp_path / "checkpoints", config, mesh=sampler_mesh, status_file=status
+    follower = experiment.checkpoint_follower(
+        config, tmp_path / "checkpoints", sampler_mesh, status_file=status
     )
     try:
         assert follower.poll() is None and follower.policy_version is None  # nothing saved yet

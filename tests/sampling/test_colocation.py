@@ -6,7 +6,7 @@ import os
 import pytest
 
 from configs import tiny
-from deepswe_jax.experiment import apply_jax_memory_settings
+from deepswe_jax.experiment import apply_jax_memory_settings, make_sampler
 from deepswe_jax.rl import loop
 
 
@@ -37,4 +37,4 @@ def test_jax_sampler_refuses_a_shared_engine():
     config = tiny.get_config()
     config.sampler.processes_per_engine = 2
     with pytest.raises(ValueError, match="processes_per_engine applies to kind='vllm'"):
-        loop.make_sampler(config, None, None, (), seed=0)
+        make_sampler(config, None, None, (), seed=0)

@@ -10,7 +10,7 @@ import pytest
 from flax import nnx
 
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
-from deepswe_jax.parallel import make_mesh
+from deepswe_jax.parallel import DEFAULT_RULES, make_mesh
 from deepswe_jax.sampling import (
     Completion,
     GenerateRequest,
@@ -159,7 +159,11 @@ def test_sync_weights_samples_new_weights_without_recompiling(model, sampler):
 
 def test_sharded_over_eight_devices_matches_forward_argmax(model):
     mesh = make_mesh(data=2, fsdp=2, tensor=2)
-    sampler = JaxSampler(model, max_batch=2, max_cache_len=32, mesh=mesh, min_prefill_len=16)
+    # 101 vocabulary rows do not split over tensor=2: the rules replicate them.
+    rules = (*DEFAULT_RULES, ("vocab", None), ("act_vocab", None))
+    sampler = JaxSampler(
+        model, max_batch=4, max_cache_len=32, mesh=mesh, rules=rules, min_prefill_len=16
+    )
     requests = requests_of(SHAPES)
     completions = asyncio.run(sampler.generate(requests))
     sampler.close()

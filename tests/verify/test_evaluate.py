@@ -9,6 +9,7 @@ official SWE-bench harness reads.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import subprocess
@@ -18,19 +19,19 @@ import uuid
 from pathlib import Path
 
 import docker
-import ml_collections
 import pytest
 
 from configs import tiny
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
-from deepswe_jax.agent.rollout import initial_messages
+from deepswe_jax.agent.rollout import EpisodeSettings, initial_messages
 from deepswe_jax.agent.scripted_policy import gold_patch_replies, reply_ids
 from deepswe_jax.agent.trajectory import Trajectory
 from deepswe_jax.env.docker_runtime import PID_LABEL
 from deepswe_jax.env.ownership import RUN_LABEL
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.tasks import load_tasks
+from deepswe_jax.experiment import episode_settings
 from deepswe_jax.sampling.scripted import ScriptedSampler
 from deepswe_jax.verify import evaluation
 from deepswe_jax.verify.select import CandidateScores
@@ -227,12 +228,12 @@ def test_empty_policy_resolves_nothing(tmp_path):
     assert (output_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def agent_config() -> ml_collections.ConfigDict:
+def agent_settings(**sampling) -> EpisodeSettings:
     config = tiny.get_config()
     config.agent.update(
         max_steps=10, max_prompt_tokens=4096, max_context=16384, submit_notice_tokens=16000
     )
-    return config
+    return dataclasses.replace(episode_settings(config), **sampling)
 
 
 def test_agent_policy_reports_best_at_k_curves_and_resumes(tmp_path):
@@ -269,7 +270,8 @@ def test_agent_policy_reports_best_at_k_curves_and_resumes(tmp_path):
                 tmp_path,
                 num_runs=2,
                 env_pool=pool,
-                config=agent_config(),
+                episode=agent_settings(),
+                seed=0,
                 model_name="scripted",
                 selectors=("verifier", "execution", "hybrid"),
                 scorer=scorer,
@@ -369,9 +371,9 @@ def test_a_torn_last_line_is_dropped_when_resuming(tmp_path):
 
 
 def test_resuming_with_other_settings_is_refused(tmp_path):
-    config = agent_config()
-    evaluation.check_or_write_identity(tmp_path, evaluation.eval_identity("/ckpt", "m", config))
-    evaluation.check_or_write_identity(tmp_path, evaluation.eval_identity("/ckpt", "m", config))
-    config.sampler.temperature = 0.2
+    settings = agent_settings()
+    evaluation.check_or_write_identity(tmp_path, evaluation.eval_identity("/ckpt", "m", settings))
+    evaluation.check_or_write_identity(tmp_path, evaluation.eval_identity("/ckpt", "m", settings))
+    colder = agent_settings(temperature=0.2)
     with pytest.raises(ValueError, match=r"other settings \(temperature: 1.0 -> 0.2\)"):
-        evaluation.check_or_write_identity(tmp_path, evaluation.eval_identity("/ckpt", "m", config))
+        evaluation.check_or_write_identity(tmp_path, evaluation.eval_identity("/ckpt", "m", colder))

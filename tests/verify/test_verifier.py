@@ -11,7 +11,7 @@ from flax import nnx
 from configs import verifier_tiny
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
-from deepswe_jax.experiment import initial_params, sharding_rules
+from deepswe_jax.experiment import initial_params, sharding_rules, train_verifier
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import make_mesh, shard_model
 from deepswe_jax.verify.verifier import (
@@ -26,7 +26,7 @@ from deepswe_jax.verify.verifier import (
     trajectory_steps,
     verifier_micro_batch,
 )
-from deepswe_jax.verify.verifier_training import split_by_task, train_verifier
+from deepswe_jax.verify.verifier_training import split_by_task
 
 TOKENIZER_DIR = "tests/assets/tokenizer"
 WORDS = "parse value token lexer reader config cache interval table width date week".split()

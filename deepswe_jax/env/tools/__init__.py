@@ -9,8 +9,9 @@ installed as `/usr/local/bin/<name>`, so the agent can also call them from bash.
 from __future__ import annotations
 
 import io
+import shlex
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 SOURCE_DIR = Path(__file__).resolve().parent
@@ -74,13 +75,14 @@ def tool_argv(name: str, params: Mapping[str, object]) -> list[str]:
     return argv
 
 
-def server_command() -> list[str]:
-    """The container command that runs the tool server on the first of SERVER_PYTHONS present
-    (`exec`, so the server is PID 1)."""
+def server_command(server_args: Sequence[str] = ()) -> list[str]:
+    """The container command that runs the tool server (with `server_args`, e.g. its
+    --disk-limit) on the first of SERVER_PYTHONS present (`exec`, so the server is PID 1)."""
     candidates = " ".join(SERVER_PYTHONS)
+    server = " ".join(shlex.quote(part) for part in (SERVER_PATH, *server_args))
     script = (
         f"for p in {candidates}; do "
-        f'if command -v "$p" >/dev/null 2>&1; then exec "$p" -u {SERVER_PATH}; fi; done; '
+        f'if command -v "$p" >/dev/null 2>&1; then exec "$p" -u {server}; fi; done; '
         f"echo 'no python3 in this image (looked for {candidates})' >&2; exit 127"
     )
     return ["/bin/sh", "-c", script]

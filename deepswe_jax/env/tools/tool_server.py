@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Tool server: PID 1 of every environment container (pure stdlib, Python >= 3.8).
 
-The host attaches to this process's stdin/stdout and sends one JSON request per
-line; each answer is one JSON line (ASCII only, so Docker's detach keys can never
-appear in the stream). Requests:
+The host attaches to this process's stdin/stdout. Its first line on stdin is a secret (random
+per container, held only in this process's memory); after that every request and every answer
+is a frame, `DEEPSWE <secret> <length>\n` then <length> bytes of JSON (ASCII only, so Docker's
+detach keys can never appear in the stream). Bytes outside frames are skipped, so nothing an
+agent writes to /proc/1/fd/1 or /proc/1/fd/0 can desynchronize the channel. Requests:
 
   {"id": n, "op": "ping"}
   {"id": n, "op": "run", "argv": [...], "cwd": "/testbed", "timeout": 90.0, "max_output": 2000000}
@@ -15,7 +17,16 @@ appear in the stream). Requests:
 start-up per call). Either way the work runs in a fresh session with stdin from
 /dev/null and stdout+stderr merged into one pipe. At the deadline, or when the
 command exits but left processes behind, every process of that session is killed
-with SIGKILL. Output beyond `max_output` bytes keeps its head and tail halves.
+with SIGKILL, and then every other process descended from this server (a daemon that
+left the session with setsid and a double fork): nothing a command starts outlives it.
+Processes entered from outside (`docker exec`, parent pid 0) are left alone. Output
+beyond `max_output` bytes keeps its head and tail halves.
+
+`--disk-limit BYTES` (when the storage driver cannot limit the container's writable layer):
+commands run with RLIMIT_FSIZE = BYTES (no file grows past it: the write fails with "File too
+large"), and a command is killed once the container's processes have written more than BYTES
+to disk in all (the kernel's per-process write_bytes, which this server, as PID 1, inherits
+from every process it reaps); its output then says so.
 
 Being PID 1 makes the server immune to SIGKILL from inside the container (an agent's
 `kill -9 -1` or `pkill python` cannot take it down) and makes it the reaper of orphans,
@@ -30,6 +41,7 @@ import importlib.util
 import io
 import json
 import os
+import resource
 import select
 import signal
 import sys
@@ -41,6 +53,12 @@ TOOL_NAMES = ("file_editor", "execute_bash", "search", "finish", "submit")
 READ_CHUNK = 65536
 # After the command exits, processes it left holding the output pipe get this long.
 LEFTOVER_GRACE_S = 0.5
+FRAME_TAG = b"DEEPSWE "
+# The largest frame payload accepted (a write request of a big file is base64 in JSON).
+MAX_FRAME_BYTES = 1 << 31
+# How often a running command's disk writes are checked against --disk-limit: a command
+# writing at 1 GB/s overshoots the limit by about 20 MB before it is killed.
+DISK_POLL_S = 0.02
 
 _exit_status = {}
 # Read end of the pipe SIGCHLD writes to (signal.set_wakeup_fd), so select() wakes when a child exits.
@@ -103,9 +121,9 @@ def reap():
         _exit_status[pid] = status
 
 
-def session_members(sid):
-    """Pids of live (non-zombie) processes whose session id is `sid`."""
-    members = []
+def live_processes():
+    """{pid: (parent pid, session id)} of the live (non-zombie) processes."""
+    processes = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -116,23 +134,44 @@ def session_members(sid):
             continue
         # Fields after the parenthesised command name: state ppid pgrp session ...
         fields = stat[stat.rfind(b")") + 2 :].split()
-        if fields[0] != b"Z" and int(fields[3]) == sid:
-            members.append(int(entry))
-    return members
+        if fields[0] != b"Z":
+            processes[int(entry)] = (int(fields[1]), int(fields[3]))
+    return processes
 
 
-def kill_session(sid):
-    """SIGKILL every process of session `sid` until none is left; True on success."""
+def session_members(sid):
+    """Pids of live processes whose session id is `sid`."""
+    return [pid for pid, (_, session) in live_processes().items() if session == sid]
+
+
+def descendants():
+    """Pids of live processes descended from this server (itself excluded)."""
+    processes = live_processes()
+    me = os.getpid()
+    found = []
+    for pid in processes:
+        ancestor, hops = pid, 0
+        while ancestor in processes and ancestor != me and hops < len(processes):
+            ancestor, hops = processes[ancestor][0], hops + 1
+        if ancestor == me and pid != me:
+            found.append(pid)
+    return found
+
+
+def kill_all(members, group=None):
+    """SIGKILL the processes `members()` lists (and process group `group`) until none is
+    left; True on success."""
     for _ in range(2000):
-        try:
-            os.killpg(sid, signal.SIGKILL)
-        except OSError:
-            pass
-        members = session_members(sid)
-        if not members:
+        if group is not None:
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except OSError:
+                pass
+        pids = members()
+        if not pids:
             reap()
             return True
-        for pid in members:
+        for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
@@ -140,6 +179,29 @@ def kill_session(sid):
         reap()
         time.sleep(0.001)
     return False
+
+
+def kill_session(sid):
+    """SIGKILL every process of session `sid` until none is left; True on success."""
+    return kill_all(lambda: session_members(sid), group=sid)
+
+
+def written_bytes():
+    """Bytes the container's processes sent to disk so far (write_bytes of /proc/<pid>/io: this
+    server's count includes every process it reaped, the others' their reaped children)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/" + entry + "/io", "rb") as f:
+                for line in f:
+                    if line.startswith(b"write_bytes:"):
+                        total += int(line.split()[1])
+                        break
+        except (OSError, ValueError):
+            continue
+    return total
 
 
 class BoundedOutput:
@@ -171,9 +233,12 @@ class BoundedOutput:
         return head + marker + self.tail.decode("utf-8", "replace")
 
 
-def child_setup(read_fd, write_fd, cwd):
-    """In the forked child: own session, stdin=/dev/null, stdout+stderr=pipe, default signals."""
+def child_setup(read_fd, write_fd, cwd, disk_limit):
+    """In the forked child: own session, stdin=/dev/null, stdout+stderr=pipe, default signals,
+    no file larger than `disk_limit` bytes (when set)."""
     signal.set_wakeup_fd(-1)
+    if disk_limit:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (disk_limit, disk_limit))
     os.setsid()
     os.close(read_fd)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -183,7 +248,7 @@ def child_setup(read_fd, write_fd, cwd):
     for fd in (devnull, write_fd):
         if fd > 2:
             os.close(fd)
-    for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGTERM, signal.SIGCHLD):
+    for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGTERM, signal.SIGCHLD, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)
     os.chdir(cwd)
 
@@ -219,7 +284,7 @@ def run_tool_in_child(module, name, args):
         os._exit(code & 0xFF)
 
 
-def execute(request, tools):
+def execute(request, tools, disk_limit=0):
     """Run one "run" or "tool" request; returns the response fields."""
     timeout = float(request.get("timeout", 90.0))
     cwd = request.get("cwd") or "/"
@@ -242,7 +307,7 @@ def execute(request, tools):
         }
     if pid == 0:
         try:
-            child_setup(read_fd, write_fd, cwd)
+            child_setup(read_fd, write_fd, cwd, disk_limit)
             if request["op"] == "tool":
                 run_tool_in_child(tools[request["name"]], request["name"], request["args"])
             argv = request["argv"]
@@ -255,6 +320,8 @@ def execute(request, tools):
     timed_out = False
     eof = False
     exited_at = None
+    written_before = written_bytes() if disk_limit else 0
+    over_disk_limit = False
     while True:
         reap()
         now = time.monotonic()
@@ -268,9 +335,16 @@ def execute(request, tools):
         if now >= deadline:
             timed_out = True
             break
+        if disk_limit and pid not in _exit_status:
+            written = written_bytes()
+            if written > disk_limit and written > written_before:
+                over_disk_limit = True
+                break
         wait = deadline - now
         if exited_at is not None:
             wait = min(wait, exited_at + LEFTOVER_GRACE_S - now)
+        if disk_limit:
+            wait = min(wait, DISK_POLL_S)
         watched = [_wakeup_fd] if eof else [read_fd, _wakeup_fd]
         ready, _, _ = select.select(watched, [], [], max(wait, 0))
         if read_fd in ready:
@@ -281,7 +355,7 @@ def execute(request, tools):
                 eof = True
         if _wakeup_fd in ready:
             drain_wakeup()
-    if not kill_session(pid):
+    if not (kill_session(pid) and kill_all(descendants)):
         output.add(b"\n[warning: some processes of this command could not be killed]\n")
     # Drain what the killed processes had already written.
     while select.select([read_fd], [], [], 0)[0]:
@@ -306,6 +380,16 @@ def execute(request, tools):
         )
     reap()
     _exit_status.clear()
+    if disk_limit and exit_code == -signal.SIGXFSZ:
+        output.add(
+            f"\n[File size limit exceeded: no file may grow past this environment's disk limit "
+            f"of {disk_limit} bytes]\n".encode()
+        )
+    elif over_disk_limit:
+        output.add(
+            f"\n[killed: this environment's processes have written more than its disk limit "
+            f"of {disk_limit} bytes; commands that write to disk are stopped]\n".encode()
+        )
     return {"exit_code": exit_code, "output": output.text(), "timed_out": timed_out}
 
 
@@ -324,13 +408,13 @@ def read_file(request):
         return {"data": base64.b64encode(f.read()).decode("ascii")}
 
 
-def handle(request, tools):
+def handle(request, tools, disk_limit=0):
     op = request.get("op")
     try:
         if op == "ping":
             return {"python": sys.version.split()[0], "tools": sorted(tools)}
         if op in ("run", "tool"):
-            return execute(request, tools)
+            return execute(request, tools, disk_limit)
         if op == "write":
             return write_file(request)
         if op == "read":
@@ -342,31 +426,86 @@ def handle(request, tools):
         return {"error": type(e).__name__, "message": traceback.format_exc(limit=5) or str(e)}
 
 
+class FrameReader:
+    """Frames `<tag><secret> <length>\n<payload>` from a file descriptor; other bytes are
+    skipped."""
+
+    def __init__(self, fd, marker):
+        self.fd = fd
+        self.marker = marker
+        self.buffer = bytearray()
+
+    def read_line(self):
+        """The first line (the secret), before any frame; b"" at end of input."""
+        while b"\n" not in self.buffer:
+            data = os.read(self.fd, READ_CHUNK)
+            if not data:
+                return b""
+            self.buffer += data
+        line, _, rest = bytes(self.buffer).partition(b"\n")
+        self.buffer = bytearray(rest)
+        return line
+
+    def next_payload(self):
+        """The next frame's payload; None at end of input."""
+        while True:
+            start = self.buffer.find(self.marker)
+            if start < 0:
+                # Garbage: keep only a tail that may be the start of a marker.
+                del self.buffer[: max(0, len(self.buffer) - len(self.marker))]
+            else:
+                del self.buffer[:start]
+                header_end = self.buffer.find(b"\n", len(self.marker))
+                if header_end >= 0:
+                    length_text = bytes(self.buffer[len(self.marker) : header_end])
+                    if not length_text.isdigit() or int(length_text) > MAX_FRAME_BYTES:
+                        del self.buffer[: len(self.marker)]  # a forged or torn header
+                        continue
+                    end = header_end + 1 + int(length_text)
+                    if len(self.buffer) >= end:
+                        payload = bytes(self.buffer[header_end + 1 : end])
+                        del self.buffer[:end]
+                        return payload
+            data = os.read(self.fd, READ_CHUNK)
+            if not data:
+                return None
+            self.buffer += data
+
+
+def frame(marker, message):
+    payload = json.dumps(message, ensure_ascii=True).encode("ascii")
+    return marker + str(len(payload)).encode("ascii") + b"\n" + payload
+
+
 def main():
     # PID 1 gets only the signals it handles; keep it that way (no KeyboardInterrupt handler).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a full write fails with EFBIG instead
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--disk-limit", type=int, default=0)
+    disk_limit = parser.parse_args().disk_limit
     install_child_wakeup()
     tools = load_tools()
     warm_up()
-    stdin = sys.stdin.buffer
+    stdin = FrameReader(0, b"")
+    secret = stdin.read_line().strip()
+    stdin.marker = marker = FRAME_TAG + secret + b" "
     stdout = sys.stdout.buffer
     while True:
-        line = stdin.readline()
-        if not line:
+        payload = stdin.next_payload() if secret else None
+        if payload is None:
             # The host went away for good (stdin closed); keep reaping until the container is removed.
             while True:
                 reap()
                 time.sleep(1.0)
-        if not line.strip():
-            continue
         try:
-            request = json.loads(line)
+            request = json.loads(payload)
         except ValueError as e:
             response = {"id": None, "error": "ValueError", "message": f"bad request: {e}"}
         else:
-            response = handle(request, tools)
+            response = handle(request, tools, disk_limit)
             response["id"] = request.get("id")
-        stdout.write(json.dumps(response, ensure_ascii=True).encode("ascii") + b"\n")
+        stdout.write(frame(marker, response))
         stdout.flush()
         reap()
 

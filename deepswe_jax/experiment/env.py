@@ -1,10 +1,7 @@
-"""What a config builds, shared by training, SFT, evaluation, verifiers and samplers: sharding
-rules, the policy model and its starting parameters (config.init_from), the tokenizer, the task
-list and the environment pool (Docker containers or Kubernetes pods).
+"""What a config says about environments: the task list and the env pool (Docker containers
+or Kubernetes pods) that episodes, grading and execution checks run in.
 
-    rules = sharding_rules(config)
-    params = initial_params(config, make_mesh(...), rules)   # random, HF directory or Orbax
-    tokenizer = load_tokenizer(config)
+    tasks = load_task_list(config)
     pool = make_env_pool(config, run_label="eval-run")
 """
 
@@ -12,101 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jax
-import jax.numpy as jnp
 import ml_collections
-from flax import nnx
 
-from deepswe_jax.agent.chat import ChatTokenizer
-from deepswe_jax.checkpoint import read_model_config, restore_params, restore_target
 from deepswe_jax.env.tasks import Task, load_tasks
-from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, load_hf_checkpoint
-from deepswe_jax.parallel import create_sharded_model, state_shardings
-from deepswe_jax.parallel.sharding import Rules
 
 if TYPE_CHECKING:
     from kubernetes.client import CoreV1Api
 
     from deepswe_jax.env.k8s_runtime import K8sPodFactory
     from deepswe_jax.env.pool import EnvPool
-
-
-def sharding_rules(config: ml_collections.ConfigDict) -> Rules:
-    """config.sharding_rules as (logical axis, mesh axes) pairs; lists (from a command line or
-    JSON) become tuples."""
-    return tuple(
-        (rule[0], tuple(rule[1]) if isinstance(rule[1], list) else rule[1])
-        for rule in config.sharding_rules
-    )
-
-
-def model_factory(config: ml_collections.ConfigDict) -> Callable[[], Qwen3ForCausalLM]:
-    """Builds the policy of config.model (seeded by config.seed; dtypes, remat and attention
-    kernel from config)."""
-    model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
-
-    def make_model() -> Qwen3ForCausalLM:
-        return Qwen3ForCausalLM(
-            model_config,
-            rngs=nnx.Rngs(config.seed),
-            param_dtype=jnp.dtype(config.param_dtype),
-            dtype=jnp.dtype(config.compute_dtype),
-            remat=config.remat,
-            attention_impl=config.attention,
-        )
-
-    return make_model
-
-
-def _check_model_config(config: ml_collections.ConfigDict, saved: Qwen3Config, source: str) -> None:
-    """Raises unless the model saved in `source` has the architecture config.model describes."""
-    ours = Qwen3Config.from_hf_dict(config.model.to_dict())
-    differing = [
-        f"{key}={getattr(ours, key)!r} vs {getattr(saved, key)!r}"
-        for key in config.model.keys()
-        if getattr(ours, key) != getattr(saved, key)
-    ]
-    if differing:
-        raise ValueError(
-            f"config.model differs from the model in {source}: {', '.join(differing)}; set "
-            "config.model to that model's config.json fields"
-        )
-
-
-def initial_params(
-    config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh, rules: Rules
-) -> nnx.State:
-    """The policy's starting parameters (nnx.Param state on `mesh`) per config.init_from:
-    '' random init, a HF directory (config.json + safetensors), or an Orbax parameters /
-    training checkpoint directory."""
-    make_model = model_factory(config)
-    path = config.init_from
-    if not path:
-        return nnx.state(create_sharded_model(make_model, mesh, rules), nnx.Param)
-    if not os.path.isdir(path):
-        raise FileNotFoundError(
-            f"config.init_from={path!r} is not a directory; give a HF model directory, an Orbax "
-            "checkpoint (launch/import_hf.py output) or '' for random init"
-        )
-    if os.path.isfile(os.path.join(path, "config.json")):
-        _check_model_config(config, Qwen3Config.from_json_file(path), path)
-        model = load_hf_checkpoint(
-            path,
-            dtype=jnp.dtype(config.param_dtype),
-            mesh=mesh,
-            rules=rules,
-            compute_dtype=jnp.dtype(config.compute_dtype),
-            remat=config.remat,
-        )
-        return nnx.state(model, nnx.Param)
-    _check_model_config(config, Qwen3Config.from_hf_dict(read_model_config(path), path), path)
-    _, abstract_params = nnx.split(nnx.eval_shape(make_model), nnx.Param)
-    target = restore_target(abstract_params, state_shardings(abstract_params, mesh, rules))
-    return restore_params(path, target)
 
 
 ENV_BACKENDS = ("docker", "kubernetes")
@@ -125,7 +40,7 @@ def make_env_pool(
     """
     from deepswe_jax.env.pool import EnvPool
 
-    backend = config.env.get("backend", "docker")
+    backend = config.env.backend
     if backend not in ENV_BACKENDS:
         raise ValueError(
             f"config.env.backend={backend!r} is not one of {ENV_BACKENDS}; set "
@@ -138,7 +53,7 @@ def make_env_pool(
     if grade_concurrency is not None:
         options["grade_concurrency"] = grade_concurrency
     if backend == "kubernetes":
-        if config.env.get("docker_hosts"):
+        if config.env.docker_hosts:
             raise ValueError(
                 f"config.env.docker_hosts={tuple(config.env.docker_hosts)} is for "
                 "backend=docker; clear it (--config.env.docker_hosts='()') to run in pods"
@@ -148,11 +63,13 @@ def make_env_pool(
     try:
         return EnvPool(
             **options,
-            docker_hosts=tuple(config.env.get("docker_hosts", ())),
-            envs_per_host=config.env.get("envs_per_host", 0),
+            docker_hosts=tuple(config.env.docker_hosts),
+            envs_per_host=config.env.envs_per_host,
             mem_limit=config.env.mem_limit,
             nano_cpus=int(config.env.cpus * 1e9),
             pids_limit=config.env.pids_limit,
+            disk_limit=config.env.disk_limit,
+            disk_limit_mode=config.env.disk_limit_mode,
         )
     except Exception as error:
         raise RuntimeError(
@@ -238,23 +155,12 @@ def load_task_list(config: ml_collections.ConfigDict) -> list[Task]:
     return load_tasks(path)
 
 
-def load_tokenizer(config: ml_collections.ConfigDict) -> ChatTokenizer:
-    if not config.tokenizer:
-        raise ValueError(
-            "config.tokenizer is empty; set it to a HF tokenizer directory (the policy's HF "
-            "checkpoint, or tests/assets/tokenizer for the tiny model)"
-        )
-    return ChatTokenizer.from_directory(config.tokenizer)
+def prepare_task_images(pool: EnvPool, tasks: Sequence[Task]) -> None:
+    """Before any episode: a pool that builds images (Docker) builds the missing task images
+    from their `source`, or raises ImageBuildError naming every task whose image is missing and
+    cannot be built (instead of each episode failing to start, retried, then given up). A
+    Kubernetes pool's nodes pull task images from a registry: nothing to do here."""
+    from deepswe_jax.env.images import ensure_task_images
 
-
-def apply_jax_memory_settings(config: ml_collections.ConfigDict) -> None:
-    """Caps the GPU memory JAX preallocates at config.sampler.jax_memory_fraction (0: JAX's
-    default), so a colocated vLLM engine finds the rest free. Only takes effect before JAX
-    initializes its backends: call it first thing (launch/train.py does)."""
-    fraction = config.sampler.jax_memory_fraction
-    if not 0.0 <= fraction < 1.0:
-        raise ValueError(
-            f"config.sampler.jax_memory_fraction={fraction} must lie in [0, 1) (0 = JAX's default)"
-        )
-    if fraction:
-        os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{fraction:.3f}"
+    if pool.build_images:
+        ensure_task_images(tasks)

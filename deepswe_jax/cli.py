@@ -1,0 +1,150 @@
+"""How every `launch/` script ends: an error in two lines, Ctrl-C as one line and status 130.
+
+    if __name__ == "__main__":
+        cli.run(main)                      # instead of absl.app.run(main)
+
+An exception leaving `main` prints
+
+    error: <Type>: <first line of its message>
+    (--verbose prints the full traceback)
+
+and exits 1; `--verbose` lets the traceback through instead. KeyboardInterrupt (Ctrl-C,
+SIGINT) prints one line and exits 130, after the cleanups on its way out have run (containers
+removed, a checkpoint being written finished: see `interrupts`). Without `--verbose`, records
+logged with a traceback (Orbax logs hundreds of lines for one failed write) keep their first
+line. Usage errors stay absl's (the message and --help).
+
+Flags are parsed by `parse_flags`: absl's parsing, after refusing a `--config.<field>` override
+of a field the config does not declare, with the field's name and the closest one, before
+`main` (and any work) starts. ml_collections' config_flags already parses each override with
+the field's type (`--config.rl.lr=abc` fails with "flag --config.rl.lr=abc: could not convert
+string to float") and locks the config; an override naming no field, though, ends there in a
+traceback about a KeyError.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import logging
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import ml_collections
+from absl import app, flags
+
+from deepswe_jax.errors import one_line
+
+_VERBOSE = flags.DEFINE_bool(
+    "verbose", False, "On an error, print the full traceback (and library logs' tracebacks)."
+)
+INTERRUPTED = "interrupted (SIGINT): stopped cleanly, nothing half-written; exit status 130"
+CONFIG_FLAG = "config"
+
+
+class _FirstLineOnly(logging.Filter):
+    """Log records lose their traceback and keep the first line of their message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info = record.exc_text = record.stack_info = None
+        message = record.getMessage().strip()
+        record.msg, record.args = message.splitlines()[0] if message else message, None
+        return True
+
+
+def _flag_arguments(argv: Sequence[str], name: str) -> tuple[str | None, list[str]]:
+    """(the value of --name, the dotted fields of the --name.<field> overrides) in `argv`."""
+    path, fields = None, []
+    for index, argument in enumerate(argv):
+        if argument == "--":
+            break
+        if not argument.startswith("-"):
+            continue
+        key, has_value, value = argument.lstrip("-").partition("=")
+        if key == name:
+            path = value if has_value else (argv[index + 1] if index + 1 < len(argv) else None)
+        elif key.startswith(f"{name}.") or key.startswith(f"no{name}."):
+            fields.append(key.removeprefix("no").removeprefix(f"{name}."))
+    return path, fields
+
+
+def _load_config(argument: str) -> ml_collections.ConfigDict | None:
+    """get_config() of `path[:arg]` as config_flags calls it; None when it cannot be loaded
+    (config_flags then reports the problem itself)."""
+    path, *config_string = argument.split(":", 1)
+    if not Path(path).is_file():
+        return None
+    spec = importlib.util.spec_from_file_location("deepswe_config_check", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+        config = module.get_config(*config_string)
+    except Exception:  # config_flags reports load errors with their traceback
+        return None
+    return config if isinstance(config, ml_collections.ConfigDict) else None
+
+
+def unknown_field(config: ml_collections.ConfigDict, field: str) -> str | None:
+    """Why `field` (dotted) names no field of `config`, or None when it does."""
+    node = config
+    parts = field.split(".")
+    for depth, part in enumerate(parts):
+        if not isinstance(node, ml_collections.ConfigDict) or part not in node:
+            known = sorted(node.keys()) if isinstance(node, ml_collections.ConfigDict) else []
+            section = ".".join(parts[:depth])
+            close = difflib.get_close_matches(part, known, n=1)
+            hint = f" (did you mean {'.'.join([*parts[:depth], close[0]])}?)" if close else ""
+            where = f"section {section}" if section else "the config"
+            return (
+                f"--{CONFIG_FLAG}.{field}: {where} has no field {part!r}{hint}; "
+                "configs/common.py declares every field with its meaning"
+            )
+        node = node[part]
+    return None
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+    """absl's flag parsing, after refusing a `--config.<field>` override of a field the config
+    does not declare (the module docstring)."""
+    path, fields = _flag_arguments(argv[1:], CONFIG_FLAG)
+    config = _load_config(path) if path else None
+    if config is not None:
+        for field in fields:
+            error = unknown_field(config, field)
+            if error is not None:
+                sys.stderr.write(
+                    f"FATAL Flags parsing error: {error}\n"
+                    "Pass --helpshort or --helpfull to see help on flags.\n"
+                )
+                sys.exit(1)
+    return app.parse_flags_with_usage(argv)
+
+
+def run(main: Callable[[list[str]], object]) -> None:
+    """absl's app.run(main) with the error and interrupt handling of the module docstring and
+    the flag parsing of `parse_flags`."""
+
+    def guarded(argv: list[str]) -> None:
+        if not _VERBOSE.value:
+            for handler in logging.getLogger().handlers:
+                handler.addFilter(_FirstLineOnly())
+        try:
+            main(argv)
+        except KeyboardInterrupt:
+            # Stopping already: a second Ctrl-C must not cut short the interpreter's exit
+            # (threads still removing containers are joined there).
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            print(INTERRUPTED, file=sys.stderr, flush=True)
+            sys.exit(130)
+        except app.UsageError:
+            raise
+        except Exception as error:
+            if _VERBOSE.value:
+                raise
+            print(f"error: {one_line(error, limit=2000)}", file=sys.stderr)
+            print("(--verbose prints the full traceback)", file=sys.stderr, flush=True)
+            sys.exit(1)
+
+    app.run(guarded, flags_parser=parse_flags)
