@@ -67,7 +67,8 @@ def test_read_lengths_step_by_at_most_a_quarter_up_to_the_cache_length():
     assert kv_cache.read_lengths(80) == (32, 48, 64, 80)
     reads = kv_cache.read_lengths(288)
     assert reads[:9] == (32, 48, 64, 80, 96, 112, 128, 160, 192) and reads[-1] == 288
-    assert all(longer <= shorter * 1.5 for shorter, longer in zip(reads[:-1], reads[1:], strict=True))
+    steps = zip(reads[:-1], reads[1:], strict=True)
+    assert all(longer <= shorter * 1.5 for shorter, longer in steps)
     assert kv_cache.read_lengths(16) == (16,)
 
 
