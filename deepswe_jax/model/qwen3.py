@@ -218,7 +218,7 @@ class Qwen3ForCausalLM(nnx.Module):
       dtype: compute dtype of activations (logits are returned in float32).
       remat: 'none' | 'full' | 'save_dots' | 'offload' (see ``remat_policy``).
       attention_impl: the full-sequence forward's attention kernel, 'xla' | 'cudnn' | 'pallas'
-        (model/attention.py); ``decode`` uses ``attend_cache_and_new``.
+        (model/attention.py); ``decode`` attends over the cache with model/kv_cache.py.
     """
 
     def __init__(
