@@ -282,7 +282,7 @@ def fixed_patch_trajectory(
         patch=patch,
         timings={"grading_s": grade.duration_s, "total_s": seconds},
         steps=(),
-        grade=dataclasses.asdict(grade),
+        grade=grade,
     )
 
 
@@ -313,14 +313,9 @@ async def run_pair(
 def pair_category(trajectory: Trajectory) -> str:
     """'resolved' | 'unresolved' | 'empty_patch' | 'error' (SWE-bench run-report buckets)."""
     grade = trajectory.grade
-    if grade is None or grade["status"] in ERROR_STATUSES:
+    if grade is None or grade.status in ERROR_STATUSES:
         return "error"
-    return grade["status"]
-
-
-def is_resolved(trajectory: Trajectory) -> bool:
-    """The grader resolved the run's final patch."""
-    return trajectory.grade is not None and bool(trajectory.grade["resolved"])
+    return grade.status
 
 
 def predictions(
@@ -348,10 +343,7 @@ def instance_reports(
     for instance_id in instance_ids:
         grade = trajectories[instance_id, run_index].grade
         if grade is not None:
-            fields = {f.name for f in dataclasses.fields(GradeResult)}
-            reports.update(
-                GradeResult(**{k: v for k, v in grade.items() if k in fields}).to_report()
-            )
+            reports.update(grade.to_report())
     return reports
 
 
@@ -388,7 +380,7 @@ def resolved_matrix(
 ) -> np.ndarray:
     """[num_tasks, num_runs] bool: run r of task t resolved it."""
     return np.array(
-        [[is_resolved(trajectories[i, r]) for r in range(num_runs)] for i in instance_ids],
+        [[trajectories[i, r].resolved for r in range(num_runs)] for i in instance_ids],
         dtype=bool,
     )
 
@@ -408,7 +400,7 @@ def summarize(
     resolved = resolved_matrix(instance_ids, trajectories, num_runs)
     pass_at_1 = metrics.averaged_pass_at_1(resolved)
     chosen = [trajectories[i, r] for i in instance_ids for r in range(num_runs)]
-    statuses = Counter(t.grade["status"] if t.grade else "not_graded" for t in chosen)
+    statuses = Counter(t.grade.status if t.grade else "not_graded" for t in chosen)
     summary: dict[str, Any] = {
         "num_tasks": len(instance_ids),
         "num_runs": num_runs,
@@ -742,7 +734,7 @@ async def evaluate(
         len(done),
         len(todo),
     )
-    resolved_count = sum(map(is_resolved, done.values()))
+    resolved_count = sum(t.resolved for t in done.values())
     with tqdm.tqdm(
         total=len(pairs),
         initial=len(done),
@@ -755,7 +747,7 @@ async def evaluate(
             nonlocal resolved_count
             trajectory = await run_pair(task, run_index, policy, env_pool, episode)
             store.add(trajectory, trajectory.to_json())
-            resolved_count += is_resolved(trajectory)
+            resolved_count += trajectory.resolved
             progress.set_postfix(resolved=resolved_count, refresh=False)
             progress.update(1)
 

@@ -31,9 +31,7 @@ def results(output_dir: Path) -> dict[tuple[str, int], tuple]:
     """{(task, run): (reward, patch, grade status)} of trajectories.jsonl."""
     lines = (output_dir / evaluation.TRAJECTORIES_FILE).read_text().splitlines()
     trajectories = map(Trajectory.from_json, lines)
-    return {
-        (t.task_id, t.rollout_index): (t.reward, t.patch, t.grade["status"]) for t in trajectories
-    }
+    return {(t.task_id, t.rollout_index): (t.reward, t.patch, t.grade.status) for t in trajectories}
 
 
 def test_merged_shards_equal_one_process_evaluation(tmp_path):
