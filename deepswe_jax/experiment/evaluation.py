@@ -1,5 +1,6 @@
 """Evaluation and expert runs from a config: the env pool, the policy in its sampler, the
-candidate scorer, the episode settings, all built here for verify.evaluation / verify.expert.
+candidate scorer, the episode settings, all built here for verify.evaluation.run /
+verify.expert.
 
     run_evaluation(config, "/tmp/run/checkpoints", "/tmp/eval", tasks=tasks, num_runs=8)
     trajectories = run_expert(config, tasks, output_path=workdir / "expert.jsonl")
@@ -29,8 +30,9 @@ from deepswe_jax.experiment.model import (
 )
 from deepswe_jax.experiment.settings import episode_settings
 from deepswe_jax.experiment.training import serving_sampler
-from deepswe_jax.verify import evaluation
-from deepswe_jax.verify.evaluation import FIXED_PATCH_POLICIES, AgentPolicy
+from deepswe_jax.verify.evaluation import run
+from deepswe_jax.verify.evaluation.run import FIXED_PATCH_POLICIES, AgentPolicy
+from deepswe_jax.verify.evaluation.scoring import make_scorer
 from deepswe_jax.verify.expert import collect_expert_trajectories
 
 
@@ -60,7 +62,7 @@ def run_evaluation(
     process_id: int = 0,
     num_processes: int = 1,
 ) -> dict[str, Any]:
-    """`verify.evaluation.run_evaluation` with everything built from `config`: the env pool of
+    """`verify.evaluation.run.run_evaluation` with everything built from `config`: the env pool of
     config.env.backend, for a policy directory (`policy_config`) the policy in its sampler
     (loaded once the output directory's settings are checked), and the scorer `selectors`
     need (execution checks run on the pool's backend). Returns the summary.
@@ -72,7 +74,7 @@ def run_evaluation(
     episode = episode_settings(config, agent_runs=policy not in FIXED_PATCH_POLICIES)
     run_label = f"eval-{uuid.uuid4().hex[:8]}"
     pool = make_env_pool(config, run_label, grade_concurrency=grade_concurrency)
-    scorer = evaluation.make_scorer(
+    scorer = make_scorer(
         selectors,
         verifier_dir=verifier_dir,
         timeout=config.agent.reward_timeout,
@@ -92,7 +94,7 @@ def run_evaluation(
         def load_policy() -> AgentPolicy:
             return load_agent_policy(config, seed=config.seed)
 
-    return evaluation.run_evaluation(
+    return run.run_evaluation(
         tasks,
         load_policy,
         output_dir,
