@@ -2,7 +2,8 @@
 or both for hybrid selection) and the scoring of an evaluation's runs into scores.jsonl.
 
 A scorer maps one task's candidates (its runs, in run order) to one `select.CandidateScores`
-per candidate; `make_scorer` gives the one a set of selectors needs.
+per candidate; the composition root (`experiment.evaluation.make_scorer`) builds the one a set
+of selectors needs.
 """
 
 from __future__ import annotations
@@ -10,16 +11,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import tqdm
 
 from deepswe_jax.agent.trajectory import Trajectory
 from deepswe_jax.env.runtime import RuntimeFactory
 from deepswe_jax.env.tasks import Task
+from deepswe_jax.verify import execution
 from deepswe_jax.verify.evaluation.store import JsonlStore, PairKey, stored_scores
-from deepswe_jax.verify.select import SELECTOR_SCORES, SELECTORS, CandidateScores
+from deepswe_jax.verify.select import SELECTOR_SCORES, CandidateScores
+
+if TYPE_CHECKING:  # the verifier's JAX model loads only where one is given
+    from deepswe_jax.verify.verifier import TrajectoryVerifier
 
 # One task's candidates (its runs, in run order) -> one CandidateScores per candidate.
 CandidateScorer = Callable[[Task, Sequence[Trajectory]], Sequence[CandidateScores]]
@@ -46,12 +51,9 @@ def combine_scorers(*scorers: CandidateScorer) -> CandidateScorer:
     return score
 
 
-def verifier_scorer(verifier_dir: str | os.PathLike) -> CandidateScorer:
-    """Scores candidates with the execution-free verifier saved in `verifier_dir`
-    (launch/train_verifier.py output): p(YES) / (p(YES) + p(NO)) of each trajectory."""
-    from deepswe_jax.verify.verifier import load_verifier
-
-    verifier = load_verifier(verifier_dir)
+def verifier_scorer(verifier: TrajectoryVerifier) -> CandidateScorer:
+    """Scores candidates with an execution-free verifier (`verifier.load_verifier` of
+    launch/train_verifier.py's output): p(YES) / (p(YES) + p(NO)) of each trajectory."""
 
     def score(task: Task, candidates: Sequence[Trajectory]) -> list[CandidateScores]:
         scores = verifier.score(candidates, {task.instance_id: task.problem_statement})
@@ -70,8 +72,6 @@ def execution_scorer(
     """Scores candidates by running the task's passing existing tests (regression) against
     each patch in fresh containers (`verify.execution`); no reproduction tests. Containers are
     runtimes of `runtime_factory` (an env pool's, e.g. Kubernetes pods), else local Docker."""
-    from deepswe_jax.verify import execution
-
     def score(task: Task, candidates: Sequence[Trajectory]) -> list[CandidateScores]:
         results = execution.score_candidates(
             task,
@@ -84,44 +84,6 @@ def execution_scorer(
         return [result.candidate_scores() for result in results]
 
     return score
-
-
-def make_scorer(
-    selectors: Sequence[str],
-    *,
-    verifier_dir: str | os.PathLike | None,
-    timeout: float,
-    workers: int,
-    run_label: str,
-    runtime_factory: RuntimeFactory | None,
-) -> CandidateScorer | None:
-    """The scorer `selectors` need: the verifier of `verifier_dir` for 'verifier' / 'hybrid',
-    execution checks (`timeout` seconds per test run, `workers` containers at once, made by
-    `runtime_factory`: the env pool's, None for local Docker) for 'execution' / 'hybrid'; None
-    without selectors."""
-    unknown = sorted(set(selectors) - set(SELECTORS))
-    if unknown:
-        raise ValueError(f"unknown selectors {unknown}; choose from {sorted(SELECTORS)}")
-    needed = set().union(*(SELECTOR_SCORES[name] for name in selectors))
-    scorers = []
-    if "verifier" in needed:
-        if verifier_dir is None:
-            raise ValueError(
-                f"selectors {sorted(selectors)} need an execution-free verifier; pass its "
-                "directory (launch/evaluate.py --verifier=DIR; launch/train_verifier.py writes "
-                "<workdir>/verifier)"
-            )
-        scorers.append(verifier_scorer(verifier_dir))
-    if needed & {"regression", "reproduction"}:
-        scorers.append(
-            execution_scorer(
-                timeout=timeout,
-                workers=workers,
-                run_label=run_label,
-                runtime_factory=runtime_factory,
-            )
-        )
-    return combine_scorers(*scorers) if scorers else None
 
 
 async def score_candidates(
