@@ -19,7 +19,6 @@ import uuid
 from pathlib import Path
 
 import docker
-import pytest
 
 from configs import tiny
 from deepswe_jax.agent.chat import ChatTokenizer

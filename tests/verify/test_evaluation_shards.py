@@ -13,7 +13,12 @@ import pytest
 
 from deepswe_jax.agent.trajectory import Trajectory
 from deepswe_jax.verify.evaluation import shards, store, summary
-from tests.verify.test_evaluation_run import ONE_PER_REPO, check_predictions, check_reports, run_evaluate
+from tests.verify.test_evaluation_run import (
+    ONE_PER_REPO,
+    check_predictions,
+    check_reports,
+    run_evaluate,
+)
 
 TASK_IDS = ONE_PER_REPO[:3]  # shard 0 of 2 takes the first and third, shard 1 the second
 FLAGS = ("--policy=gold", f"--instance_ids={','.join(TASK_IDS)}", "--num_runs=2")

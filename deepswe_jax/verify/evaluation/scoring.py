@@ -72,6 +72,7 @@ def execution_scorer(
     """Scores candidates by running the task's passing existing tests (regression) against
     each patch in fresh containers (`verify.execution`); no reproduction tests. Containers are
     runtimes of `runtime_factory` (an env pool's, e.g. Kubernetes pods), else local Docker."""
+
     def score(task: Task, candidates: Sequence[Trajectory]) -> list[CandidateScores]:
         results = execution.score_candidates(
             task,
