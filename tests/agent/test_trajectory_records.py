@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from deepswe_jax.env.tasks import unified_diff
 from deepswe_jax.sampling.base import GenerateRequest, SamplingParams
 from deepswe_jax.sampling.scripted import ScriptedSampler, scripted_logprob
 from tests.assets.build_tokenizer import build_tokenizer
+from tests.bench.test_gpu_bench import blocking_environment
 
 
 def make_trajectory(**changes) -> Trajectory:
@@ -95,6 +98,25 @@ def test_trajectories_written_with_a_dict_grade_still_load():
     expected["grade"]["report"] = None
     assert json.loads(trajectory.to_json()) == expected
     assert Trajectory.from_json(trajectory.to_json()) == trajectory
+
+
+def test_trajectories_load_without_the_docker_package(tmp_path):
+    """Training reads trajectories on machines without docker (the GPU machine): the grade's
+    type comes from env.grading, which loads docker only to grade in a local container."""
+    code = (
+        "import sys; from deepswe_jax.agent.trajectory import Trajectory; "
+        "t = Trajectory.from_json(sys.stdin.read()); assert t.resolved; "
+        "assert 'docker' not in sys.modules"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        input=DICT_GRADE_LINE,
+        env=blocking_environment(tmp_path),
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
 
 
 def test_resolved_is_the_graders_verdict_on_the_final_patch():
