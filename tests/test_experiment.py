@@ -15,8 +15,8 @@ from configs import sft_tiny, tiny, verifier_tiny
 from deepswe_jax import experiment
 from deepswe_jax.model.lora import LoRAParam
 from deepswe_jax.parallel import make_mesh
+from deepswe_jax.rl.objectives import PolicyGradientLoss
 from deepswe_jax.rl.sft import NegativeLogLikelihoodLoss
-from deepswe_jax.rl.train_step import PolicyGradientLoss
 from deepswe_jax.sampling.jax_sampler import JaxSampler
 
 

@@ -47,14 +47,10 @@ from deepswe_jax.parallel import make_mesh
 from deepswe_jax.parallel.distributed import host_copy
 from deepswe_jax.parallel.sharding import Rules
 from deepswe_jax.rl import loop, sft
+from deepswe_jax.rl.objectives import LossSettings
+from deepswe_jax.rl.optimizer import learning_rate_schedule, make_optimizer
 from deepswe_jax.rl.run_directory import RunDirectory
-from deepswe_jax.rl.train_step import (
-    LossSettings,
-    Trainer,
-    TrainState,
-    learning_rate_schedule,
-    make_optimizer,
-)
+from deepswe_jax.rl.train_step import Trainer, TrainState
 from deepswe_jax.sampling.base import Sampler
 from deepswe_jax.verify import verifier_training
 from deepswe_jax.verify.verifier import VerifierPrompt

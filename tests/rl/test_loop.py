@@ -33,7 +33,9 @@ from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, save_hf_checkpoint
 from deepswe_jax.parallel import make_mesh
 from deepswe_jax.rl.loop import tasks_for_iteration, update_policy
 from deepswe_jax.rl.metrics import read_metrics, rollout_metrics
-from deepswe_jax.rl.train_step import LossSettings, Trainer, make_optimizer
+from deepswe_jax.rl.objectives import LossSettings
+from deepswe_jax.rl.optimizer import make_optimizer
+from deepswe_jax.rl.train_step import Trainer
 from deepswe_jax.sampling.base import GenerateRequest, SamplingParams
 from deepswe_jax.sampling.jax_sampler import JaxSampler
 from deepswe_jax.sampling.scripted import ScriptedSampler
