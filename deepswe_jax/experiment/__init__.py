@@ -1,6 +1,6 @@
 """The composition root: the only code that reads a config and builds objects from it.
 
-Library packages (model/, parallel/, env/, sampling/, agent/, rl/, verify/, checkpoint.py)
+Library packages (model/, parallel/, env/, sampling/, agent/, rl/, verify/, checkpoint/)
 take typed settings (frozen dataclasses) and objects; this package turns an ml_collections
 config (configs/common.py declares every field) into them. launch/ scripts, tests and
 benchmarks call it; nothing in the library imports it (tests/test_import_rules.py). The
