@@ -30,17 +30,10 @@ from websocket import WebSocketConnectionClosedException
 
 from configs import tiny
 from deepswe_jax import experiment
-from deepswe_jax.env import k8s_pods, k8s_runtime
+from deepswe_jax.env import k8s_exec, k8s_pods
+from deepswe_jax.env.k8s_exec import EXEC_WRAPPER, exec_argv, file_archive, file_from_archive
 from deepswe_jax.env.k8s_pods import POD_INIT, K8sPodSettings, remove_stale_pods
-from deepswe_jax.env.k8s_runtime import (
-    EXEC_WRAPPER,
-    ClusterAccessError,
-    K8sPodFactory,
-    K8sRuntime,
-    exec_argv,
-    file_archive,
-    file_from_archive,
-)
+from deepswe_jax.env.k8s_runtime import ClusterAccessError, K8sPodFactory, K8sRuntime
 from deepswe_jax.env.ownership import LIVE_RUNTIMES, OWNER_LABEL, RUN_LABEL, owner_label
 from deepswe_jax.env.placement import FactoryPlacement
 from deepswe_jax.env.pool import EnvPool
@@ -593,7 +586,7 @@ def test_files_travel_as_tar_archives_over_exec():
             ScriptedExec(),
             ScriptedExec(),
             ScriptedExec(read_back.getvalue()),
-            ScriptedExec(b"", exit_status(k8s_runtime.READ_MISSING)),
+            ScriptedExec(b"", exit_status(k8s_exec.READ_MISSING)),
         ]
     )
     runtime = make_runtime(api)
