@@ -210,9 +210,9 @@ def log_progress(
 def published_weights(params: nnx.State, sampler: Sampler) -> nnx.State:
     """What the sampler is given: the trainer's params, or with several processes a whole host
     copy on each (a collective), since each process's sampler runs on its own devices; a
-    sampler that extracts what it needs from the sharded params itself (`syncs_global_arrays`,
-    the vLLM sampler) gets them as they are."""
-    if jax.process_count() == 1 or getattr(sampler, "syncs_global_arrays", False):
+    sampler that extracts what it needs from the sharded params itself
+    (`Sampler.syncs_global_arrays`, the vLLM sampler) gets them as they are."""
+    if sampler.syncs_global_arrays or jax.process_count() == 1:
         return params
     return host_copy(params)
 
