@@ -19,24 +19,28 @@ from deepswe_jax.checkpoint.storage import (
     CorruptCheckpointError,
     abstract_nested,
     from_nested_dict,
-    json_ready,
+    model_config_json,
     to_nested_dict,
 )
 from deepswe_jax.errors import one_line
+from deepswe_jax.model import Qwen3Config
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 
-def save_params(path: str | os.PathLike, params: Any, *, model_config: Mapping[str, Any]) -> None:
-    """Writes `params` (any pytree of arrays) and the HF model config to a new directory."""
+def save_params(
+    path: str | os.PathLike, params: Any, *, model_config: Mapping[str, Any] | Qwen3Config
+) -> None:
+    """Writes `params` (any pytree of arrays) and the HF model config (a Qwen3Config or a
+    mapping of config.json fields) to a new directory."""
     path = os.path.abspath(os.fspath(path))
     if os.path.exists(path):
         raise FileExistsError(f"{path} exists; choose a new --out directory or delete it first")
     items = {
         PARAMS: ocp.args.StandardSave(to_nested_dict(params)),
-        MODEL_CONFIG: ocp.args.JsonSave(json_ready(model_config)),
+        MODEL_CONFIG: ocp.args.JsonSave(model_config_json(model_config)),
     }
     with ocp.Checkpointer(ocp.CompositeCheckpointHandler()) as checkpointer:
         checkpointer.save(path, ocp.args.Composite(**items))

@@ -9,12 +9,15 @@ saved on one mesh restores onto another.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import numpy as np
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
+
+from deepswe_jax.model import Qwen3Config
 
 # The items of a step folder (training) or a parameters directory (params and model_config).
 PARAMS = "params"
@@ -129,12 +132,25 @@ def rng_from_json(saved: dict) -> jax.Array:
     return jax.random.wrap_key_data(data, impl=saved["impl"]) if saved["impl"] else data
 
 
-def json_ready(config: Any) -> dict:
-    """ConfigDict / Mapping -> plain json-compatible dict (tuples become lists)."""
-    if hasattr(config, "to_dict"):
-        config = config.to_dict()
+def json_ready(config: Mapping[str, Any]) -> dict:
+    """A plain mapping -> a json-compatible dict (tuples become lists, NumPy scalars numbers).
+    A ConfigDict is refused: the caller converts it (`ConfigDict.to_dict()`), so library code
+    never reads one."""
+    if not isinstance(config, Mapping):
+        raise TypeError(
+            f"expected a plain mapping, got {type(config).__name__}; pass config.to_dict() "
+            "(checkpoints take configs as JSON-ready dicts)"
+        )
     return jax.tree.map(
         lambda x: x.item() if isinstance(x, np.generic) else x,
         dict(config),
         is_leaf=lambda x: isinstance(x, tuple),
     )
+
+
+def model_config_json(model_config: Mapping[str, Any] | Qwen3Config) -> dict:
+    """The model config as saved beside parameters: HF config.json fields, from a Qwen3Config
+    (`to_hf_dict`) or a mapping of them (config.model.to_dict())."""
+    if isinstance(model_config, Qwen3Config):
+        return model_config.to_hf_dict()
+    return json_ready(model_config)

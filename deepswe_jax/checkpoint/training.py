@@ -38,11 +38,13 @@ from deepswe_jax.checkpoint.storage import (
     abstract_nested,
     from_nested_dict,
     json_ready,
+    model_config_json,
     rng_from_json,
     rng_to_json,
     to_nested_dict,
 )
 from deepswe_jax.errors import one_line
+from deepswe_jax.model import Qwen3Config
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +78,8 @@ class TrainCheckpoints:
     """A directory of training checkpoints: async save every `every` steps, keep the last `keep`.
 
     with TrainCheckpoints(workdir / "checkpoints", every=10, keep=3) as checkpoints:
-        checkpoints.save(step, params=..., opt_state=..., rng_key=..., data_position=..., config=...)
+        checkpoints.save(step, params=..., opt_state=..., rng_key=..., data_position=...,
+                         model_config=..., config=...)
         restored = checkpoints.restore(params=abstract_params, opt_state=abstract_opt_state)
     """
 
@@ -123,23 +126,26 @@ class TrainCheckpoints:
         opt_state: Any,
         rng_key: jax.Array,
         data_position: Mapping[str, Any],
-        config: Any,
+        model_config: Mapping[str, Any] | Qwen3Config,
+        config: Mapping[str, Any],
         force: bool = False,
     ) -> bool:
         """Starts saving `step` if it is due (every k steps) or `force`; returns whether it did.
 
         With async_save the arrays are copied to host before returning and written in the
         background; call `wait_until_finished()` before reading the step back.
-        config: the experiment ConfigDict (or a mapping); its `model` field is saved as
-        `model_config` so the step folder can be exported to HF.
+        model_config: the policy's HF config.json fields (a Qwen3Config or a mapping), saved as
+          `model_config` so the step folder is a parameters directory (export to HF, sampling).
+        config: the experiment config as a plain JSON-ready mapping (ConfigDict.to_dict() at
+          the caller), saved as `config`.
         """
-        config = json_ready(config)
+        model_config, config = model_config_json(model_config), json_ready(config)
         if self._writing is not None:  # Orbax waits for it anyway; a failure names its step
             self.wait_until_finished()
         items = {
             PARAMS: ocp.args.StandardSave(to_nested_dict(params)),
             OPT_STATE: ocp.args.StandardSave(to_nested_dict(opt_state)),
-            MODEL_CONFIG: ocp.args.JsonSave(dict(config.get("model", {}))),
+            MODEL_CONFIG: ocp.args.JsonSave(model_config),
             META: ocp.args.JsonSave(
                 {"step": step, "rng": rng_to_json(rng_key), "data_position": dict(data_position)}
             ),

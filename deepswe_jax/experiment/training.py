@@ -282,7 +282,12 @@ def train(
             prepare_task_images(pool, tasks)  # missing images: fail before any rollout
             env_pool = pool
         run_dir = stack.enter_context(
-            RunDirectory(workdir, config.to_dict(), checkpoint_settings(config))
+            RunDirectory(
+                workdir,
+                config.to_dict(),
+                checkpoint_settings(config),
+                model_config=config.model.to_dict(),
+            )
         )
 
         def rollout_sampler(params: nnx.State, seed: int) -> Sampler:
@@ -318,7 +323,9 @@ def train_sft(
 ) -> TrainState:
     """Fine-tunes config.model (from config.init_from) on `trajectories` for config.sft.num_steps
     optimizer steps in `workdir` (rl.sft.train_sft; resumes); returns the final state."""
-    with RunDirectory(workdir, config.to_dict(), checkpoint_settings(config)) as run_dir:
+    with RunDirectory(
+        workdir, config.to_dict(), checkpoint_settings(config), model_config=config.model.to_dict()
+    ) as run_dir:
         rules = sharding_rules(config)
         trainer = make_trainer(config, device_mesh(config), rules, objective="sft")
         return sft.train_sft(

@@ -313,7 +313,7 @@ def test_init_from_hf_and_orbax_directories(tmp_path):
     model = model_factory(config)()
     model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
     save_hf_checkpoint(model, tmp_path / "hf")
-    save_params(tmp_path / "orbax", nnx.state(model, nnx.Param), model_config=config.model)
+    save_params(tmp_path / "orbax", nnx.state(model, nnx.Param), model_config=model_config)
     expected = jax.device_get(nnx.to_pure_dict(nnx.state(model, nnx.Param)))
     tasks = [make_task(0), make_task(1)]  # tasks_per_step=2
     pieces = dict(sampler=ScriptedSampler([]), env_pool=MemoryPool(), tasks=tasks)
