@@ -15,8 +15,14 @@ config field before any work.
     evaluation.py    evaluation and expert runs
     serving.py       a sampler process's checkpoint follower
     memory_plan.py   bytes per device of a config's training step (launch/plan_memory.py)
+    checks.py        config checks of SFT, verifier training and evaluation before any work
 """
 
+from deepswe_jax.experiment.checks import (
+    check_evaluation_config,
+    check_sft_config,
+    check_verifier_config,
+)
 from deepswe_jax.experiment.env import (
     ENV_BACKENDS,
     kubernetes_api,
@@ -68,8 +74,11 @@ __all__ = [
     "ENV_BACKENDS",
     "OBJECTIVES",
     "abstract_model",
+    "check_evaluation_config",
     "check_init_from",
+    "check_sft_config",
     "check_train_config",
+    "check_verifier_config",
     "prepare_task_images",
     "apply_jax_memory_settings",
     "agent_interface",

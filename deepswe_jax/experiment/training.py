@@ -21,6 +21,12 @@ from flax import nnx
 
 from deepswe_jax.agent.trajectory import Trajectory
 from deepswe_jax.env.tasks import Task
+from deepswe_jax.experiment.checks import (
+    check_counts,
+    check_sampler_kind,
+    check_sft_config,
+    check_verifier_config,
+)
 from deepswe_jax.experiment.env import load_task_list, make_env_pool, prepare_task_images
 from deepswe_jax.experiment.model import (
     abstract_model,
@@ -217,7 +223,6 @@ _POSITIVE_FIELDS = (
     "checkpoint.keep",
 )
 _NON_NEGATIVE_FIELDS = ("rl.total_steps", "rl.max_staleness")
-SAMPLER_KINDS = ("jax", "vllm")
 
 
 def check_train_config(
@@ -228,15 +233,7 @@ def check_train_config(
     tasks_per_step the task list cannot fill, an unknown sampler kind (unless `sampler_given`);
     FileNotFoundError for a config.init_from that is not a directory.
     """
-    for name in _POSITIVE_FIELDS + _NON_NEGATIVE_FIELDS:
-        section, field = name.split(".")
-        value = config[section][field]
-        positive = name in _POSITIVE_FIELDS
-        if value <= 0 if positive else value < 0:
-            raise ValueError(
-                f"config.{name}={value!r} must be {'above' if positive else 'at least'} 0; "
-                f"set --config.{name}"
-            )
+    check_counts(config, _POSITIVE_FIELDS, _NON_NEGATIVE_FIELDS)
     count = config.rl.tasks_per_step
     if not 0 < count <= len(tasks):
         raise ValueError(
@@ -245,10 +242,8 @@ def check_train_config(
             "its own rollout group"
         )
     check_init_from(config.init_from)
-    if not sampler_given and config.sampler.kind not in SAMPLER_KINDS:
-        raise ValueError(
-            f"config.sampler.kind={config.sampler.kind!r}; use 'jax' (in-process) or 'vllm' (GPU)"
-        )
+    if not sampler_given:
+        check_sampler_kind(config)
 
 
 def train(
@@ -322,7 +317,9 @@ def train_sft(
     trajectories: Sequence[Trajectory],
 ) -> TrainState:
     """Fine-tunes config.model (from config.init_from) on `trajectories` for config.sft.num_steps
-    optimizer steps in `workdir` (rl.sft.train_sft; resumes); returns the final state."""
+    optimizer steps in `workdir` (rl.sft.train_sft; resumes); returns the final state. The
+    config is checked (`check_sft_config`) before the work directory is created."""
+    check_sft_config(config, num_trajectories=len(trajectories))
     with RunDirectory(
         workdir, config.to_dict(), checkpoint_settings(config), model_config=config.model.to_dict()
     ) as run_dir:
@@ -357,7 +354,9 @@ def train_verifier(
     problem_statements: Mapping[str, str],
 ) -> dict:
     """Trains, evaluates and saves a verifier (verify.verifier_training) of config.verifier;
-    returns the summary."""
+    returns the summary. The config and `workdir` are checked (`check_verifier_config`) before
+    anything is built or written."""
+    check_verifier_config(config, workdir)
     settings = verifier_settings(config)
     prompt = VerifierPrompt(
         load_tokenizer(config), max_prompt_tokens=config.verifier.max_prompt_tokens
