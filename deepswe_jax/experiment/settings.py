@@ -117,6 +117,7 @@ def update_settings(config: ml_collections.ConfigDict) -> UpdateSettings:
         compact_filtering=rl.compact_filtering,
         length_buckets=row_length_buckets(longest, rl.length_buckets),
         num_iterations=rl.num_iterations,
+        mini_batches=rl.mini_batches,
     )
 
 

@@ -211,6 +211,7 @@ _POSITIVE_FIELDS = (
     "rl.n_rollouts",
     "rl.micro_batch_size",
     "rl.num_iterations",
+    "rl.mini_batches",
     "agent.max_steps",
     "agent.max_prompt_tokens",
     "agent.max_context",
@@ -240,6 +241,11 @@ def check_train_config(
             f"config.rl.tasks_per_step={count} must be between 1 and the number of tasks "
             f"({len(tasks)} in config.env.tasks={config.env.tasks!r}); each task of a step gets "
             "its own rollout group"
+        )
+    if count % config.rl.mini_batches:
+        raise ValueError(
+            f"config.rl.mini_batches={config.rl.mini_batches} must divide "
+            f"config.rl.tasks_per_step={count}: each mini-batch holds as many whole task groups"
         )
     check_init_from(config.init_from)
     if not sampler_given:
