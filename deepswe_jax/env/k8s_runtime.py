@@ -71,7 +71,7 @@ from deepswe_jax.env.runtime import (
     ExecRuntime,
     MissingImageError,
 )
-from deepswe_jax.env.tools import INSTALL_DIR, install_archive
+from deepswe_jax.env.tools import INSTALL_DIR, install_archive, python_command
 
 logger = logging.getLogger(__name__)
 
@@ -385,7 +385,9 @@ class K8sRuntime(ExecRuntime):
     def _execute(self, command: Command, timeout: float) -> ExecResult:
         argv = list(command.argv)
         if command.tool is not None:
-            argv.insert(0, f"{INSTALL_DIR}/{command.tool}")
+            # On the Python the Docker tool server would use, not the tool's `env python3`
+            # shebang: an image may have no python3 on PATH (tools.SERVER_PYTHONS).
+            argv = python_command([f"{INSTALL_DIR}/{command.tool}", *argv])
         started = time.monotonic()
         exit_code, output, _ = self._exec(
             exec_argv(argv, timeout=timeout, workdir=command.cwd),
