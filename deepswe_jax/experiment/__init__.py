@@ -25,6 +25,7 @@ from deepswe_jax.experiment.checks import (
 )
 from deepswe_jax.experiment.env import (
     ENV_BACKENDS,
+    grading_runtime_factory,
     kubernetes_api,
     kubernetes_pod_factory,
     load_task_list,
@@ -86,6 +87,7 @@ __all__ = [
     "checkpoint_settings",
     "device_mesh",
     "episode_settings",
+    "grading_runtime_factory",
     "initial_params",
     "kubernetes_api",
     "kubernetes_pod_factory",

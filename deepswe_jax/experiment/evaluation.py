@@ -19,7 +19,7 @@ from flax import nnx
 from deepswe_jax.agent.trajectory import Trajectory
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.experiment.checks import check_evaluation_config
-from deepswe_jax.experiment.env import make_env_pool
+from deepswe_jax.experiment.env import grading_runtime_factory, make_env_pool
 from deepswe_jax.experiment.model import (
     abstract_model,
     device_mesh,
@@ -83,7 +83,7 @@ def run_evaluation(
         timeout=config.agent.reward_timeout,
         workers=grade_concurrency,
         run_label=run_label,
-        runtime_factory=pool.runtime_factory,
+        runtime_factory=grading_runtime_factory(config, pool),  # its disk limit
     )
     if policy in FIXED_PATCH_POLICIES:
         policy_name = policy
