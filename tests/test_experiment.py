@@ -124,3 +124,16 @@ def test_policy_config_reads_the_checkpoints_architecture_and_keeps_the_schema(t
     np.testing.assert_array_equal(
         params["embed_tokens"].get_value(), nnx.state(model, nnx.Param)["embed_tokens"].get_value()
     )
+
+
+def test_the_scorer_is_what_the_selectors_need():
+    """experiment.make_scorer: no selectors need no scorer; a verifier selector without a
+    verifier directory, and an unknown selector, are refused before anything is loaded."""
+    settings = dict(timeout=60, workers=1, run_label="eval-test", runtime_factory=None)
+    assert experiment.make_scorer((), verifier_dir=None, **settings) is None
+    assert callable(experiment.make_scorer(("execution",), verifier_dir=None, **settings))
+    for selectors in (("verifier",), ("hybrid",)):
+        with pytest.raises(ValueError, match=r"need an execution-free verifier.*--verifier=DIR"):
+            experiment.make_scorer(selectors, verifier_dir=None, **settings)
+    with pytest.raises(ValueError, match=r"unknown selectors \['oracle'\]"):
+        experiment.make_scorer(("oracle",), verifier_dir=None, **settings)

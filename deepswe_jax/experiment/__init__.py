@@ -33,7 +33,12 @@ from deepswe_jax.experiment.env import (
     node_labels,
     prepare_task_images,
 )
-from deepswe_jax.experiment.evaluation import load_agent_policy, run_evaluation, run_expert
+from deepswe_jax.experiment.evaluation import (
+    load_agent_policy,
+    make_scorer,
+    run_evaluation,
+    run_expert,
+)
 from deepswe_jax.experiment.model import (
     abstract_model,
     check_init_from,
@@ -99,6 +104,7 @@ __all__ = [
     "loss_settings",
     "make_env_pool",
     "make_sampler",
+    "make_scorer",
     "make_trainer",
     "serving_sampler",
     "model_factory",

@@ -27,6 +27,7 @@ from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.agent.trajectory import StopReason, Trajectory, read_trajectories
 from deepswe_jax.checkpoint import TrainCheckpoints, restore_params, save_params
+from deepswe_jax.env.grading import GradeResult
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.experiment import model_factory, optimizer_settings, train, update_settings
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, save_hf_checkpoint
@@ -72,14 +73,6 @@ class MemoryStep:
     env_error: bool = False
 
 
-@dataclasses.dataclass(frozen=True)
-class MemoryGrade:
-    instance_id: str
-    status: str
-    reward: float
-    infra_error: bool = False
-
-
 class MemoryEnv:
     """A repository that is fixed once the agent calls file_editor; finish ends the episode."""
 
@@ -109,12 +102,13 @@ class MemoryPool:
     async def acquire(self, task: Task):
         yield MemoryEnv(task)
 
-    async def grade(self, task: Task, patch: str, *, timeout: float = 300) -> MemoryGrade:
+    async def grade(self, task: Task, patch: str, *, timeout: float = 300) -> GradeResult:
         self.graded += 1
         if self.graded == self.kill_at_grade:
             os.kill(os.getpid(), signal.SIGKILL)
         resolved = bool(patch)
-        return MemoryGrade(task.instance_id, "resolved" if resolved else "unresolved", resolved)
+        status = "resolved" if resolved else "unresolved"
+        return GradeResult(task.instance_id, status, float(resolved), True, resolved)
 
     async def run_with_retries(self, episode, *, failed, name: str = "episode"):
         return await episode()  # no infrastructure to fail
