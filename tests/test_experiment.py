@@ -15,8 +15,8 @@ from configs import sft_tiny, tiny, verifier_tiny
 from deepswe_jax import experiment
 from deepswe_jax.model.lora import LoRAParam
 from deepswe_jax.parallel import make_mesh
+from deepswe_jax.rl.objectives import PolicyGradientLoss
 from deepswe_jax.rl.sft import NegativeLogLikelihoodLoss
-from deepswe_jax.rl.train_step import PolicyGradientLoss
 from deepswe_jax.sampling.jax_sampler import JaxSampler
 
 
@@ -114,7 +114,9 @@ def test_policy_config_reads_the_checkpoints_architecture_and_keeps_the_schema(t
     config = tiny.get_config()
     config.model.update(hidden_size=64, num_attention_heads=2, head_dim=32)
     model = experiment.model_factory(config)()
-    save_params(tmp_path / "policy", nnx.state(model, nnx.Param), model_config=config.model)
+    save_params(
+        tmp_path / "policy", nnx.state(model, nnx.Param), model_config=config.model.to_dict()
+    )
     loaded = experiment.policy_config(tiny.get_config(), tmp_path / "policy")
     assert loaded.init_from == str(tmp_path / "policy") and loaded.model.hidden_size == 64
     assert loaded.is_locked  # still the declared schema

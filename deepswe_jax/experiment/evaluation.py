@@ -20,7 +20,8 @@ from flax import nnx
 from deepswe_jax.agent.trajectory import Trajectory
 from deepswe_jax.env.runtime import RuntimeFactory
 from deepswe_jax.env.tasks import Task
-from deepswe_jax.experiment.env import make_env_pool
+from deepswe_jax.experiment.checks import check_evaluation_config
+from deepswe_jax.experiment.env import grading_runtime_factory, make_env_pool
 from deepswe_jax.experiment.model import (
     abstract_model,
     device_mesh,
@@ -110,8 +111,12 @@ def run_evaluation(
     policy: 'gold', 'empty' or a policy directory. model_name: default `policy` for gold /
     empty, else the directory's name. process_id / num_processes: this process's share.
     """
+    agent_runs = policy not in FIXED_PATCH_POLICIES
+    check_evaluation_config(
+        config, num_runs=num_runs, grade_concurrency=grade_concurrency, agent_runs=agent_runs
+    )
     # Bad agent settings are refused before anything starts (a fixed patch runs no agent).
-    episode = episode_settings(config, agent_runs=policy not in FIXED_PATCH_POLICIES)
+    episode = episode_settings(config, agent_runs=agent_runs)
     run_label = f"eval-{uuid.uuid4().hex[:8]}"
     pool = make_env_pool(config, run_label, grade_concurrency=grade_concurrency)
     scorer = make_scorer(
@@ -120,7 +125,7 @@ def run_evaluation(
         timeout=config.agent.reward_timeout,
         workers=grade_concurrency,
         run_label=run_label,
-        runtime_factory=pool.runtime_factory,
+        runtime_factory=grading_runtime_factory(config, pool),  # its disk limit
     )
     if policy in FIXED_PATCH_POLICIES:
         policy_name = policy

@@ -248,6 +248,8 @@ class JaxSampler:
         `free_device_bytes`); weights and cache beyond it are refused with a ValueError.
     """
 
+    syncs_global_arrays = False  # sync_weights reads every param whole on this process
+
     def __init__(
         self,
         model: Qwen3ForCausalLM,

@@ -34,7 +34,9 @@ from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, save_hf_checkpoint
 from deepswe_jax.parallel import make_mesh
 from deepswe_jax.rl.loop import tasks_for_iteration, update_policy
 from deepswe_jax.rl.metrics import read_metrics, rollout_metrics
-from deepswe_jax.rl.train_step import LossSettings, Trainer, make_optimizer
+from deepswe_jax.rl.objectives import LossSettings
+from deepswe_jax.rl.optimizer import make_optimizer
+from deepswe_jax.rl.train_step import Trainer
 from deepswe_jax.sampling.base import GenerateRequest, SamplingParams
 from deepswe_jax.sampling.jax_sampler import JaxSampler
 from deepswe_jax.sampling.scripted import ScriptedSampler
@@ -305,7 +307,7 @@ def test_init_from_hf_and_orbax_directories(tmp_path):
     model = model_factory(config)()
     model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
     save_hf_checkpoint(model, tmp_path / "hf")
-    save_params(tmp_path / "orbax", nnx.state(model, nnx.Param), model_config=config.model)
+    save_params(tmp_path / "orbax", nnx.state(model, nnx.Param), model_config=model_config)
     expected = jax.device_get(nnx.to_pure_dict(nnx.state(model, nnx.Param)))
     tasks = [make_task(0), make_task(1)]  # tasks_per_step=2
     pieces = dict(sampler=ScriptedSampler([]), env_pool=MemoryPool(), tasks=tasks)
