@@ -131,13 +131,9 @@ def section_train(scale: Scale) -> None:
     from deepswe_jax.model import Qwen3ForCausalLM
     from deepswe_jax.parallel import create_sharded_model, make_mesh
     from deepswe_jax.rl.batch import MicroBatch
-    from deepswe_jax.rl.train_step import (
-        LossSettings,
-        OptimizerSettings,
-        Trainer,
-        make_optimizer,
-        training_flops,
-    )
+    from deepswe_jax.rl.objectives import LossSettings
+    from deepswe_jax.rl.optimizer import OptimizerSettings, make_optimizer
+    from deepswe_jax.rl.train_step import Trainer, training_flops
 
     config = qwen3_config(scale)
     attention = "cudnn" if _on_gpu() else "xla"
@@ -382,7 +378,8 @@ def section_numerics(scale: Scale) -> None:
     from deepswe_jax.model import Qwen3ForCausalLM
     from deepswe_jax.parallel import make_mesh
     from deepswe_jax.rl.batch import MicroBatch
-    from deepswe_jax.rl.train_step import LossSettings, Trainer
+    from deepswe_jax.rl.objectives import LossSettings
+    from deepswe_jax.rl.train_step import Trainer
 
     config = qwen3_config(scale, initializer_range=0.05)
     rows, tokens = scale.numerics_shape

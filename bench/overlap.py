@@ -30,6 +30,7 @@ from absl import logging as absl_logging
 from configs import tiny
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
+from deepswe_jax.env.grading import GradeResult
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.experiment import train
 from deepswe_jax.rl.metrics import read_metrics
@@ -52,14 +53,6 @@ class Step:
     exit_code: int | None
     duration_s: float
     env_error: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class Grade:
-    instance_id: str
-    status: str
-    reward: float
-    infra_error: bool = False
 
 
 class LatencyEnv:
@@ -85,9 +78,11 @@ class LatencyPool:
     async def acquire(self, task: Task):
         yield LatencyEnv(task, self.latency_s)
 
-    async def grade(self, task: Task, patch: str, *, timeout: float = 300) -> Grade:
+    async def grade(self, task: Task, patch: str, *, timeout: float = 300) -> GradeResult:
         await asyncio.sleep(self.latency_s)
-        return Grade(task.instance_id, "resolved" if patch else "unresolved", float(bool(patch)))
+        resolved = bool(patch)
+        status = "resolved" if resolved else "unresolved"
+        return GradeResult(task.instance_id, status, float(resolved), True, resolved)
 
     async def run_with_retries(self, episode, *, failed, name: str = "episode"):
         return await episode()  # no infrastructure to fail

@@ -29,7 +29,7 @@ from pathlib import Path
 from absl import app, flags
 
 from deepswe_jax.agent.trajectory import read_trajectories
-from deepswe_jax.verify.evaluation import labelled_curves, plot_curves
+from deepswe_jax.verify.evaluation.plots import labelled_curves, plot_curves
 from deepswe_jax.verify.expert import tool_call_success_rate
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

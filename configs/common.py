@@ -92,7 +92,12 @@ def get_config() -> ml_collections.ConfigDict:
             # () = powers of two up to agent.max_prompt_tokens + agent.max_context, which is the
             # last bucket (36,864 pads to 36,864, not 65,536)
             length_buckets=(),
-            num_iterations=1,  # optimizer steps per batch (DeepSWE: 1)
+            num_iterations=1,  # passes over each batch (verl's ppo_epochs; DeepSWE: 1)
+            # optimizer steps per pass: the batch's task groups split in order into this many
+            # mini-batches, each normalised on its own (verl's ppo_mini_batch_size =
+            # tasks_per_step / mini_batches); must divide tasks_per_step. 1 = one step per batch
+            # (DESIGN.md); rLLM's DeepSWE 32B script takes 8 (configs/deepswe_qwen3_32b.py)
+            mini_batches=1,
             logprob_chunk=1024,  # sequence positions per chunk of the log-prob computation
             total_steps=200,  # RL iterations of a run
             # peak FLOP/s of one device for the MFU metric (e.g. 989e12, H100 bf16); None = off

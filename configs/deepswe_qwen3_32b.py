@@ -32,6 +32,11 @@ def get_config() -> ml_collections.ConfigDict:
     config.rl.peak_flops_per_device = 989e12  # H100 SXM bf16 dense, for MFU
     # Rows padded to multiples of 4,096 up to the longest trajectory (4,096 + 32,768 = 36,864).
     config.rl.length_buckets = tuple(range(4096, 36864 + 1, 4096))
+    # 8 optimizer steps per batch, as rLLM's DeepSWE 32B script (rllm-org/rllm
+    # examples/swe/train_deepswe_32b_eager.sh @ 45521502): data.train_batch_size=64 and
+    # actor.ppo_mini_batch_size=8 prompts, both times rollout.n=8 in verl (fsdp_workers), so its
+    # dp_actor.update_policy steps on 8 consecutive mini-batches of 64 trajectories.
+    config.rl.mini_batches = 8
     config.sampler.kind = "vllm"
     # One vLLM engine per node (8 GPUs, tensor parallel), beside the trainer on the same GPUs:
     # JAX keeps 55% of each H100 (its peak is 37.8 GB), vLLM takes 40% (bf16 weights 8.2 GB per

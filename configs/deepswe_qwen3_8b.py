@@ -38,6 +38,10 @@ def get_config() -> ml_collections.ConfigDict:
         micro_batch_size=8,  # one trajectory per GPU per micro-step, 8 micro-steps per step
         peak_flops_per_device=989e12,  # H100 / H200 SXM bf16 dense, for MFU
         length_buckets=tuple(range(4096, 36864 + 1, 4096)),
+        # One optimizer step per batch, as rLLM's DeepSWE 8B script (rllm-org/rllm
+        # examples/swe/train_deepswe_8b.sh @ 7043b086): train_batch_size=8 =
+        # ppo_mini_batch_size=8 prompts.
+        mini_batches=1,
     )
     config.sampler.update(kind="vllm", max_batch=64)
     config.env.update(max_envs=64)

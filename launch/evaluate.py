@@ -46,7 +46,11 @@ from deepswe_jax import (
     experiment,  # noqa: E402
 )
 from deepswe_jax.parallel.distributed import launched_process_shard  # noqa: E402
-from deepswe_jax.verify import evaluation  # noqa: E402
+from deepswe_jax.verify.evaluation.run import (  # noqa: E402
+    FIXED_PATCH_POLICIES,
+    load_eval_tasks,
+)
+from deepswe_jax.verify.evaluation.shards import merge_shards  # noqa: E402
 from deepswe_jax.verify.select import SELECTORS  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -104,12 +108,12 @@ def main(argv: list[str]) -> None:
     absl_logging.set_verbosity(absl_logging.WARNING)
     logging.getLogger("deepswe_jax").setLevel(logging.INFO)
     if _MERGE_SHARDS.value:
-        evaluation.merge_shards(_OUTPUT_DIR.value)
+        merge_shards(_OUTPUT_DIR.value)
         return
     policy = _POLICY.value
     if policy is None:
         raise app.UsageError("--policy is required: 'gold', 'empty' or a policy directory")
-    if _CONFIG.value is None and policy not in evaluation.FIXED_PATCH_POLICIES:
+    if _CONFIG.value is None and policy not in FIXED_PATCH_POLICIES:
         raise app.UsageError(
             "a model policy needs --config=configs/<experiment>.py (agent limits, sampler, mesh)"
         )
@@ -125,7 +129,7 @@ def main(argv: list[str]) -> None:
         )
     if _MAX_ENVS.value is not None:
         config.env.max_envs = _MAX_ENVS.value
-    tasks = evaluation.load_eval_tasks(_TASKS.value or config.env.tasks, _INSTANCE_IDS.value)
+    tasks = load_eval_tasks(_TASKS.value or config.env.tasks, _INSTANCE_IDS.value)
     process_id, num_processes = launched_process_shard(_NUM_PROCESSES.value, _PROCESS_ID.value)
     experiment.run_evaluation(
         config,

@@ -36,7 +36,7 @@ from deepswe_jax.agent.trajectory import (  # noqa: E402
     write_trajectories,
 )
 from deepswe_jax.env.tasks import load_tasks  # noqa: E402
-from deepswe_jax.experiment import run_expert, train_sft  # noqa: E402
+from deepswe_jax.experiment import check_sft_config, run_expert, train_sft  # noqa: E402
 from deepswe_jax.parallel import init_distributed  # noqa: E402
 from deepswe_jax.parallel.distributed import is_primary_process  # noqa: E402
 from deepswe_jax.verify.rejection_sampling import select_for_sft  # noqa: E402
@@ -91,6 +91,7 @@ def main(argv: list[str]) -> None:
             "collect expert trajectories in a single process first (--expert_tasks writes "
             "<workdir>/expert_trajectories.jsonl), then train on several with --trajectories"
         )
+    check_sft_config(config)  # before the work directory: an invalid config leaves none
     workdir = Path(_WORKDIR.value).resolve()
     data_path = workdir / SFT_DATA_FILE
     if data_path.exists():
@@ -123,6 +124,7 @@ def main(argv: list[str]) -> None:
                 "too small for the task stops it as max_context)"
             )
         trajectories = list(selection.trajectories)
+        check_sft_config(config, num_trajectories=len(trajectories))  # before sft_data.jsonl
         if is_primary_process():
             write_trajectories(data_path, trajectories)
     train_sft(config, workdir, trajectories)

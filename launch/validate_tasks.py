@@ -18,8 +18,10 @@ import uuid  # noqa: E402
 
 from absl import flags  # noqa: E402
 
+from configs import common  # noqa: E402
 from deepswe_jax import cli  # noqa: E402
-from deepswe_jax.env.grading import check_tasks, format_checks  # noqa: E402
+from deepswe_jax.env.docker_runtime import DISK_LIMIT_MODES, DockerRuntimeFactory  # noqa: E402
+from deepswe_jax.env.grading import GRADING_MEM_LIMIT, check_tasks, format_checks  # noqa: E402
 from deepswe_jax.env.hosts import default_client  # noqa: E402
 from deepswe_jax.env.images import ensure_task_images  # noqa: E402
 from deepswe_jax.env.tasks import load_tasks  # noqa: E402
@@ -29,6 +31,19 @@ _TASKS = flags.DEFINE_string(
 )
 _WORKERS = flags.DEFINE_integer("workers", 2, "Tasks graded at once.")
 _TIMEOUT = flags.DEFINE_float("timeout", 300.0, "Seconds allowed for one test run.")
+_ENV_DEFAULTS = common.get_config().env
+_DISK_LIMIT = flags.DEFINE_string(
+    "disk_limit",
+    _ENV_DEFAULTS.disk_limit,
+    "What a grading container may write, as episodes' and gradings' config.env.disk_limit "
+    "(e.g. 10g; '' = no limit).",
+)
+_DISK_LIMIT_MODE = flags.DEFINE_enum(
+    "disk_limit_mode",
+    _ENV_DEFAULTS.disk_limit_mode,
+    DISK_LIMIT_MODES,
+    "How the disk limit is applied (config.env.disk_limit_mode).",
+)
 
 
 def main(argv: list[str]) -> None:
@@ -39,9 +54,16 @@ def main(argv: list[str]) -> None:
     ensure_task_images(tasks, client)
     run_label = f"validate-{uuid.uuid4().hex[:8]}"
     try:
+        # Grading containers as the env pool's: grading's memory and the disk limit.
+        factory = DockerRuntimeFactory(
+            client,
+            mem_limit=GRADING_MEM_LIMIT,
+            disk_limit=_DISK_LIMIT.value,
+            disk_limit_mode=_DISK_LIMIT_MODE.value,
+        )
         checks = check_tasks(
             tasks,
-            client=client,
+            runtime_factory=factory,
             workers=_WORKERS.value,
             timeout=_TIMEOUT.value,
             run_label=run_label,

@@ -85,7 +85,7 @@ def test_round_trip_restores_onto_a_different_mesh(tmp_path, restore_axes):
     save_mesh = jax.make_mesh((4, 2), ("fsdp", "tensor"))
     params, opt_state, tx = _train_state(save_mesh)
     key = jax.random.key(7)
-    config = {"model": {"hidden_size": 16}, "rl": {"lr": 1e-6}, "rules": (("embed", "fsdp"),)}
+    config = {"rl": {"lr": 1e-6}, "rules": (("embed", "fsdp"),)}
     with TrainCheckpoints(tmp_path, every=1, keep=3) as checkpoints:
         assert checkpoints.save(
             5,
@@ -93,6 +93,7 @@ def test_round_trip_restores_onto_a_different_mesh(tmp_path, restore_axes):
             opt_state=opt_state,
             rng_key=key,
             data_position={"epoch": 2, "index": 17},
+            model_config={"hidden_size": 16},
             config=config,
         )
         checkpoints.wait_until_finished()
@@ -133,6 +134,7 @@ def test_saves_every_k_steps_and_keeps_the_last_n(tmp_path):
                 opt_state=opt_state,
                 rng_key=jax.random.PRNGKey(step),
                 data_position={"index": step},
+                model_config={},
                 config={},
             )
             for step in range(7)
@@ -171,11 +173,11 @@ _CRASHING_SAVER = textwrap.dedent(
     checkpoints = TrainCheckpoints(directory, every=1, keep=5, async_save=True)
     small = {"w": jnp.full((4, 4), 1.0)}
     checkpoints.save(1, params=small, opt_state=small, rng_key=jax.random.key(1),
-                     data_position={"index": 1}, config={})
+                     data_position={"index": 1}, model_config={}, config={})
     checkpoints.wait_until_finished()
     big = {"w": jnp.full((8192, 4096), 2.0)}  # 128 MiB: the background write takes a while
     checkpoints.save(2, params=big, opt_state=big, rng_key=jax.random.key(2),
-                     data_position={"index": 2}, config={})
+                     data_position={"index": 2}, model_config={}, config={})
     deadline = time.time() + 60
     while not any(name.startswith("2.") and "tmp" in name for name in os.listdir(directory)):
         assert time.time() < deadline, "step 2 never started writing"
@@ -213,6 +215,7 @@ def test_kill_mid_save_keeps_the_previous_step(tmp_path):
             opt_state=restored.opt_state,
             rng_key=restored.rng_key,
             data_position={"index": 2},
+            model_config={},
             config={},
         )
         checkpoints.wait_until_finished()
@@ -240,7 +243,8 @@ def test_qwen3_with_nnx_optimizer_restores_under_another_mesh(tmp_path):
             opt_state=nnx.state(optimizer),
             rng_key=jax.random.key(0),
             data_position={"index": 3},
-            config=config,
+            model_config=model_config,
+            config=config.to_dict(),
         )
         checkpoints.wait_until_finished()
 
@@ -262,4 +266,37 @@ def test_qwen3_with_nnx_optimizer_restores_under_another_mesh(tmp_path):
         None, "fsdp", "tensor"
     )
     assert restored.config["model"] == config.model.to_dict()
-    assert read_model_config(tmp_path)["num_hidden_layers"] == config.model.num_hidden_layers
+    saved_model_config = read_model_config(tmp_path)
+    assert saved_model_config == model_config.to_hf_dict()
+    assert Qwen3Config.from_hf_dict(saved_model_config) == model_config
+
+
+def test_save_takes_the_model_config_from_the_caller_and_refuses_a_config_dict(tmp_path):
+    """The model config is an argument (not read out of the experiment config) and configs come
+    as plain mappings: a ConfigDict is refused before anything is written."""
+    params = {"w": jnp.ones((2, 2))}
+    config = tiny.get_config()
+    with TrainCheckpoints(tmp_path, every=1, async_save=False) as checkpoints:
+        with pytest.raises(TypeError, match=r"ConfigDict; pass config.to_dict\(\)"):
+            checkpoints.save(
+                1,
+                params=params,
+                opt_state=params,
+                rng_key=jax.random.key(0),
+                data_position={},
+                model_config={"vocab_size": 8},
+                config=config,
+            )
+        with pytest.raises(TypeError, match="ConfigDict"):
+            save_params(tmp_path / "p", params, model_config=config.model)
+        assert checkpoints.all_steps() == [] and not (tmp_path / "p").exists()
+        checkpoints.save(
+            1,
+            params=params,
+            opt_state=params,
+            rng_key=jax.random.key(0),
+            data_position={},
+            model_config={"vocab_size": 8},
+            config={"model": {"vocab_size": 9}},  # what the step folder exports is model_config
+        )
+    assert read_model_config(tmp_path) == {"vocab_size": 8}

@@ -15,8 +15,8 @@ from configs import sft_tiny, tiny, verifier_tiny
 from deepswe_jax import experiment
 from deepswe_jax.model.lora import LoRAParam
 from deepswe_jax.parallel import make_mesh
+from deepswe_jax.rl.objectives import PolicyGradientLoss
 from deepswe_jax.rl.sft import NegativeLogLikelihoodLoss
-from deepswe_jax.rl.train_step import PolicyGradientLoss
 from deepswe_jax.sampling.jax_sampler import JaxSampler
 
 
@@ -114,7 +114,9 @@ def test_policy_config_reads_the_checkpoints_architecture_and_keeps_the_schema(t
     config = tiny.get_config()
     config.model.update(hidden_size=64, num_attention_heads=2, head_dim=32)
     model = experiment.model_factory(config)()
-    save_params(tmp_path / "policy", nnx.state(model, nnx.Param), model_config=config.model)
+    save_params(
+        tmp_path / "policy", nnx.state(model, nnx.Param), model_config=config.model.to_dict()
+    )
     loaded = experiment.policy_config(tiny.get_config(), tmp_path / "policy")
     assert loaded.init_from == str(tmp_path / "policy") and loaded.model.hidden_size == 64
     assert loaded.is_locked  # still the declared schema
@@ -122,3 +124,16 @@ def test_policy_config_reads_the_checkpoints_architecture_and_keeps_the_schema(t
     np.testing.assert_array_equal(
         params["embed_tokens"].get_value(), nnx.state(model, nnx.Param)["embed_tokens"].get_value()
     )
+
+
+def test_the_scorer_is_what_the_selectors_need():
+    """experiment.make_scorer: no selectors need no scorer; a verifier selector without a
+    verifier directory, and an unknown selector, are refused before anything is loaded."""
+    settings = dict(timeout=60, workers=1, run_label="eval-test", runtime_factory=None)
+    assert experiment.make_scorer((), verifier_dir=None, **settings) is None
+    assert callable(experiment.make_scorer(("execution",), verifier_dir=None, **settings))
+    for selectors in (("verifier",), ("hybrid",)):
+        with pytest.raises(ValueError, match=r"need an execution-free verifier.*--verifier=DIR"):
+            experiment.make_scorer(selectors, verifier_dir=None, **settings)
+    with pytest.raises(ValueError, match=r"unknown selectors \['oracle'\]"):
+        experiment.make_scorer(("oracle",), verifier_dir=None, **settings)

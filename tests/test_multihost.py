@@ -104,7 +104,8 @@ def worker(out_dir: Path, name: str) -> None:
             opt_state=state.opt_state,
             rng_key=jax.random.key(0),
             data_position={"tasks_consumed": 0, "optimizer_steps": STEPS},
-            config=config,
+            model_config=config.model.to_dict(),
+            config=config.to_dict(),
         )
     if jax.process_count() == 1 and (out_dir / "two_process_checkpoints").exists():
         _, abstract = nnx.split(nnx.eval_shape(experiment.model_factory(config)), nnx.Param)

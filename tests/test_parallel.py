@@ -183,8 +183,9 @@ def test_sharded_decode_matches_unsharded_forward(model):
     with jax.set_mesh(mesh):
         cache = sharded.init_cache(batch_size=4, max_length=8)
         logits, cache = nnx.jit(lambda m, i, c: m.decode(i, c))(sharded, ids, cache)
-    expected = NamedSharding(mesh, P(None, ("data", "fsdp"), None, "tensor"))
+    expected = NamedSharding(mesh, P(None, ("data", "fsdp"), "tensor"))  # batch, kv heads
     assert cache.keys.sharding.is_equivalent_to(expected, ndim=5)
+    assert cache.values.sharding.is_equivalent_to(expected, ndim=5)
     np.testing.assert_allclose(logits, nnx.jit(lambda m: m(ids))(model), atol=1e-5, rtol=0)
 
 

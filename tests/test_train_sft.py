@@ -29,6 +29,7 @@ from deepswe_jax.agent.parsing import parse_function_call
 from deepswe_jax.agent.rollout import collect_rollouts
 from deepswe_jax.agent.scripted_policy import parse_unified_diff
 from deepswe_jax.agent.trajectory import StopReason, read_trajectories, write_trajectories
+from deepswe_jax.env.grading import GradeResult
 from deepswe_jax.env.observation import FINISHED_OBSERVATION, format_observation
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.tasks import Task, load_tasks
@@ -77,14 +78,6 @@ class CannedStep:
     env_error: bool = False
 
 
-@dataclass(frozen=True)
-class CannedGrade:
-    instance_id: str
-    status: str
-    reward: float
-    infra_error: bool = False
-
-
 class CannedEnv:
     """Answers tool calls without a container: `view` shows the real lines of the task's source
     (`cat -n` style), edits and commands report success; the patch is the gold patch once every
@@ -126,12 +119,11 @@ class CannedEnvPool:
     async def acquire(self, task: Task):
         yield CannedEnv(task)
 
-    async def grade(self, task: Task, patch: str, *, timeout: float = 300) -> CannedGrade:
+    async def grade(self, task: Task, patch: str, *, timeout: float = 300) -> GradeResult:
         self.graded.append(task.instance_id)
         resolved = patch == task.patch
-        return CannedGrade(
-            task.instance_id, "resolved" if resolved else "unresolved", float(resolved)
-        )
+        status = "resolved" if resolved else "unresolved"
+        return GradeResult(task.instance_id, status, float(resolved), True, resolved)
 
     async def run_with_retries(self, episode, *, failed, name: str = "episode"):
         return await episode()  # no infrastructure to fail

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import time
@@ -168,7 +167,7 @@ async def run_episode(
         patch=patch,
         timings=state.timings,
         steps=tuple(steps),
-        grade=dataclasses.asdict(grade) if grade is not None else None,
+        grade=grade,
     )
 
 

@@ -1,7 +1,9 @@
 """One episode as training data: tokens exactly as sampled, loss mask, reward, why it stopped.
 
 Trajectories are stored as jsonl, one file per RL iteration
-(`trajectories_path(run_dir, iteration)`), one `Trajectory.to_json()` line each.
+(`trajectories_path(run_dir, iteration)`), one `Trajectory.to_json()` line each. The grade is
+stored as the grader's `GradeResult` fields, so files written when `Trajectory.grade` was a
+dict of them read back as they are.
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ import enum
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from deepswe_jax.env.grading import GradeResult
 
 
 class StopReason(str, enum.Enum):
@@ -55,8 +59,8 @@ class Trajectory:
     wall-clock seconds (acquire, generation, tool, patch, grading, total);
     `steps` one dict per agent turn (text, action, observation, timings), plus
     a final {"env_error": message} entry when the container or grader failed;
-    `num_steps` counts the turns. `grade` is `GradeResult` as a dict, or None
-    when the patch was not graded.
+    `num_steps` counts the turns. `grade` is the grader's result for the final
+    patch, or None when the patch was not graded.
     """
 
     task_id: str
@@ -73,7 +77,7 @@ class Trajectory:
     patch: str
     timings: dict[str, float]
     steps: tuple[dict, ...]
-    grade: dict | None
+    grade: GradeResult | None
 
     def __post_init__(self):
         lengths = {len(self.token_ids), len(self.loss_mask), len(self.sampler_logprobs)}
@@ -84,6 +88,20 @@ class Trajectory:
             )
         if tuple(self.token_ids[: len(self.prompt_ids)]) != tuple(self.prompt_ids):
             raise ValueError("prompt_ids must be a prefix of token_ids")
+        if self.grade is not None and not isinstance(self.grade, GradeResult):
+            raise TypeError(
+                f"grade must be the grader's GradeResult (or None), got "
+                f"{type(self.grade).__name__}; an env pool's grade() returns one"
+            )
+        if self.grade is not None and self.grade.infra_error and not self.infra_error:
+            raise ValueError("a grade with status infra_error needs infra_error=True")
+
+    @property
+    def resolved(self) -> bool:
+        """The grader resolved the final patch (every FAIL_TO_PASS and PASS_TO_PASS test
+        passes), however the episode stopped: SWE-bench's verdict on the prediction. The RL
+        reward asks more (a finished episode); see `reward`."""
+        return self.grade is not None and self.grade.resolved
 
     @property
     def num_response_tokens(self) -> int:
@@ -112,9 +130,30 @@ class Trajectory:
                 f"{sorted(names - set(record))}, unexpected {sorted(set(record) - names)}"
             )
         record["stop_reason"] = StopReason(record["stop_reason"])
+        if record["grade"] is not None:
+            record["grade"] = grade_from_record(record["grade"])
         for name in ("prompt_ids", "token_ids", "loss_mask", "sampler_logprobs", "steps"):
             record[name] = tuple(record[name])
         return cls(**record)
+
+
+def grade_from_record(record: dict[str, Any]) -> GradeResult:
+    """The GradeResult of its stored fields (`dataclasses.asdict`); fields added to GradeResult
+    since a file was written take their defaults (e.g. `report`, absent before the harnesses
+    made reports)."""
+    known = {f.name for f in fields(GradeResult)}
+    unexpected = sorted(set(record) - known)
+    missing = sorted(
+        f.name
+        for f in fields(GradeResult)
+        if f.name not in record and f.default is MISSING and f.default_factory is MISSING
+    )
+    if unexpected or missing:
+        raise ValueError(
+            f"grade record fields differ from GradeResult's: missing {missing}, unexpected "
+            f"{unexpected}"
+        )
+    return GradeResult(**record)
 
 
 def trajectories_path(run_dir: str | os.PathLike, iteration: int) -> Path:

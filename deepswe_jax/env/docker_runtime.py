@@ -1,12 +1,10 @@
 """One task container (a `runtime.Runtime`): start it, run commands and tools in it, take the
 agent's patch, remove it; `DockerRuntimeFactory` makes them for EnvPool and the grader.
 
-The container's PID 1 is a small stdlib tool server (`tools/tool_server.py`); the
-host attaches to its stdin/stdout once and exchanges one JSON frame per request,
-so a tool call costs a fork inside the container instead of a `docker exec`
-(a process start in the container runtime plus three API round trips). Frames carry a
-secret the host sends first (random per container), so nothing the agent writes to the
-server's stdout or stdin can desynchronize the channel. Timeouts are enforced inside the
+The container's PID 1 is a small stdlib tool server (`tools/tool_server.py`); the host
+attaches to its stdin/stdout once and exchanges one JSON frame per request (`docker_channel`),
+so a tool call costs a fork inside the container instead of a `docker exec` (a process start
+in the container runtime plus three API round trips). Timeouts are enforced inside the
 container: at the deadline the server SIGKILLs every process of the command's session (and
 after every command, whatever else it left running), then answers. If the server itself
 stops answering, the host gives up `SERVER_GRACE_S` after the deadline and reports the
@@ -15,32 +13,33 @@ environment as unavailable.
 Containers have no network, memory/CPU/pids limits, a disk limit (`disk_limit`: Docker's
 `--storage-opt size=` where the storage driver supports it, else enforced by the tool server:
 see `DISK_LIMIT_MODES`), and the run and owner labels of `ownership` (plus deepswe.pid);
-containers still alive at interpreter exit or on SIGTERM are removed.
+containers still alive at interpreter exit or on SIGTERM are removed (`docker_api` removes the
+stale ones of dead creators).
 """
 
 from __future__ import annotations
 
 import base64
 import itertools
-import json
 import logging
 import os
 import re
 import secrets
-import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import docker
 import docker.errors
 import requests.exceptions
 
+from deepswe_jax.env.docker_api import remove_stale_containers, retry_transient
+from deepswe_jax.env.docker_channel import ServerChannel
 from deepswe_jax.env.hosts import default_client
-from deepswe_jax.env.ownership import OWNER_LABEL, RUN_LABEL, owner_is_alive, owner_label
+from deepswe_jax.env.ownership import OWNER_LABEL, RUN_LABEL, owner_label
 from deepswe_jax.env.runtime import (
     SERVER_GRACE_S,
     TESTBED,
@@ -56,7 +55,6 @@ logger = logging.getLogger(__name__)
 
 PID_LABEL = "deepswe.pid"
 READY_TIMEOUT_S = 60.0
-FRAME_TAG = b"DEEPSWE "  # tools/tool_server.py's
 # How a container's disk use is limited:
 #   storage_opt  Docker's --storage-opt size=: the whole writable layer (overlay2 on xfs with
 #                pquota, btrfs, zfs); refused with a clear error elsewhere.
@@ -67,162 +65,6 @@ FRAME_TAG = b"DEEPSWE "  # tools/tool_server.py's
 DISK_LIMIT_MODES = ("auto", "storage_opt", "tool_server")
 # Docker engines (base URL) without --storage-opt size support, learned on first refusal.
 _NO_STORAGE_OPT: set[str] = set()
-
-T = TypeVar("T")
-
-
-# ---------------------------------------------------------------- API calls and cleanup
-
-
-def retry_transient(
-    call: Callable[[], T], what: str, *, attempts: int = 5, first_delay_s: float = 0.5
-) -> T:
-    """Call `call`, retrying with exponential backoff on Docker 5xx and connection errors."""
-    delay = first_delay_s
-    for attempt in range(1, attempts + 1):
-        try:
-            return call()
-        except (docker.errors.APIError, requests.exceptions.ConnectionError) as e:
-            transient = not isinstance(e, docker.errors.APIError) or e.is_server_error()
-            if isinstance(e, docker.errors.NotFound) or not transient or attempt == attempts:
-                raise
-            logger.warning(
-                "%s failed (%s); retry %d/%d in %.1fs", what, e, attempt, attempts, delay
-            )
-            time.sleep(delay)
-            delay *= 2
-    raise AssertionError("unreachable")
-
-
-def remove_stale_containers(
-    client: docker.DockerClient | None = None, *, run_labels: tuple[str, ...] = ()
-) -> list[str]:
-    """Remove containers whose creating process (on this host) is dead, and every container of
-    the given run labels. Returns the names removed."""
-    client = client or default_client()
-    removed = []
-    # The low-level listing: no per-container inspect that races with concurrent removals.
-    for summary in client.api.containers(all=True, filters={"label": RUN_LABEL}):
-        labels = summary.get("Labels") or {}
-        owner = labels.get(OWNER_LABEL)
-        stale = labels.get(RUN_LABEL) in run_labels or (
-            owner is not None and owner_is_alive(owner) is False
-        )
-        if not stale:
-            continue
-        name = (summary.get("Names") or [summary["Id"]])[0].lstrip("/")
-        try:
-            retry_transient(
-                lambda i=summary["Id"]: client.api.remove_container(i, force=True, v=True),
-                f"removing {name}",
-            )
-            removed.append(name)
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as e:
-            if e.status_code != 409:  # 409: removal already in progress
-                raise
-    if removed:
-        logger.info("removed %d stale deepswe containers", len(removed))
-    return removed
-
-
-# ---------------------------------------------------------------- channel to the tool server
-
-
-class _ServerChannel:
-    """The attached stdin/stdout of the tool server, in Docker's multiplexed framing: frames
-    `DEEPSWE <secret> <length>\n<json>` both ways (tools/tool_server.py); other bytes on the
-    server's stdout (an agent writing to /proc/1/fd/1) are skipped."""
-
-    def __init__(self, api: docker.APIClient, container_id: str, secret: str):
-        response_socket = api.attach_socket(
-            container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
-        )
-        self._response_socket = response_socket
-        self._sock: socket.socket = getattr(response_socket, "_sock", response_socket)
-        self._marker = FRAME_TAG + secret.encode("ascii") + b" "
-        self._raw = bytearray()
-        self._stdout = bytearray()
-        self.stderr_tail = bytearray()
-        self.skipped_bytes = 0
-
-    def send_secret(self) -> None:
-        """The first line the server reads: the secret of every frame after it."""
-        self._sock.settimeout(SERVER_GRACE_S)
-        self._sock.sendall(self._marker[len(FRAME_TAG) :].strip() + b"\n")
-
-    def send(self, message: Mapping[str, Any]) -> None:
-        payload = json.dumps(message, ensure_ascii=True).encode("ascii")
-        self._sock.settimeout(SERVER_GRACE_S)
-        self._sock.sendall(self._marker + str(len(payload)).encode("ascii") + b"\n" + payload)
-
-    def _next_frame(self) -> dict[str, Any] | None:
-        """The next whole frame's message from what was received, or None; skips other bytes."""
-        start = self._stdout.find(self._marker)
-        if start < 0:
-            keep = len(self._marker)  # a marker may be arriving in pieces
-            self.skipped_bytes += max(0, len(self._stdout) - keep)
-            del self._stdout[: max(0, len(self._stdout) - keep)]
-            return None
-        self.skipped_bytes += start
-        del self._stdout[:start]
-        header_end = self._stdout.find(b"\n", len(self._marker))
-        if header_end < 0:
-            return None
-        length = bytes(self._stdout[len(self._marker) : header_end])
-        if not length.isdigit():
-            raise ValueError(f"bad frame header {bytes(self._stdout[:header_end])[:100]!r}")
-        end = header_end + 1 + int(length)
-        if len(self._stdout) < end:
-            return None
-        payload = bytes(self._stdout[header_end + 1 : end])
-        del self._stdout[:end]
-        return json.loads(payload)
-
-    def receive(self, deadline: float) -> dict[str, Any]:
-        """Next message from the server; raises TimeoutError at `deadline`, EOFError if closed."""
-        while True:
-            message = self._next_frame()
-            if message is not None:
-                return message
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError
-            self._sock.settimeout(remaining)
-            try:
-                data = self._sock.recv(1 << 20)
-            except TimeoutError:
-                raise
-            except OSError as e:
-                raise EOFError(str(e)) from e
-            if not data:
-                raise EOFError("the tool server closed its output")
-            self._raw += data
-            self._demultiplex()
-
-    def _demultiplex(self) -> None:
-        # Each frame: 1 byte stream (1 stdout, 2 stderr), 3 zero bytes, 4 bytes big-endian size.
-        while len(self._raw) >= 8:
-            size = int.from_bytes(self._raw[4:8], "big")
-            if len(self._raw) < 8 + size:
-                return
-            payload = self._raw[8 : 8 + size]
-            if self._raw[0] == 2:
-                self.stderr_tail = (self.stderr_tail + payload)[-4000:]
-            else:
-                self._stdout += payload
-            del self._raw[: 8 + size]
-
-    def close(self) -> None:
-        for closeable in (self._sock, self._response_socket):
-            try:
-                closeable.close()
-            except OSError:
-                pass
-
-
-# ---------------------------------------------------------------- the runtime
 
 
 def _container_name(run_label: str) -> str:
@@ -272,7 +114,7 @@ class DockerRuntime(ExecRuntime):
         self.disk_limit_applied = ""
         self._client = client
         self._container = None
-        self._channel: _ServerChannel | None = None
+        self._channel: ServerChannel | None = None
         self._secret = secrets.token_hex(16)
         self._lock = threading.Lock()
         self._request_ids = itertools.count(1)
@@ -315,7 +157,7 @@ class DockerRuntime(ExecRuntime):
                 lambda: self._container.put_archive("/", install_archive()),
                 f"installing tools in {self.name}",
             )
-            self._channel = _ServerChannel(self.client.api, self._container.id, self._secret)
+            self._channel = ServerChannel(self.client.api, self._container.id, self._secret)
             retry_transient(self._container.start, f"starting {self.name}")
             self._channel.send_secret()
             self._request({"op": "ping"}, deadline_s=READY_TIMEOUT_S)
@@ -418,12 +260,12 @@ class DockerRuntime(ExecRuntime):
             self._channel.close()
             self._channel = None
 
-    def _reattach(self) -> _ServerChannel:
+    def _reattach(self) -> ServerChannel:
         """A new channel after a broken one, if the container still runs."""
         state = self._describe_state()
         if "running" not in state:
             raise EnvironmentUnavailableError(f"container {self.name} is not running: {state}")
-        return _ServerChannel(self.client.api, self._container.id, self._secret)
+        return ServerChannel(self.client.api, self._container.id, self._secret)
 
     def _describe_state(self) -> str:
         try:

@@ -42,7 +42,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
 from deepswe_jax.env.harness import (
     Harness,
     PytestHarness,
@@ -275,7 +274,12 @@ def grade_patch(
             "grade in a Docker container on that engine, or `runtime_factory` to grade in the "
             "runtimes it makes (e.g. Kubernetes pods), not both"
         )
-    factory = runtime_factory or DockerRuntimeFactory(client=client, mem_limit=mem_limit)
+    if runtime_factory is None:
+        # Imported here: GradeResult (a Trajectory's grade) must load where the docker package
+        # is absent (the GPU machine's training and benchmarks).
+        from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
+
+        runtime_factory = DockerRuntimeFactory(client=client, mem_limit=mem_limit)
     harness = harness or harness_for(task)
     started = time.monotonic()
     is_empty = patch is None or not patch.strip()
@@ -312,7 +316,7 @@ def grade_patch(
     runtime = None
     session = None
     try:
-        runtime = factory(task.image, run_label=run_label)
+        runtime = runtime_factory(task.image, run_label=run_label)
         runtime.start()
         session = GradingSession(runtime)
         if not is_empty:

@@ -41,6 +41,7 @@ from kubernetes import client as k8s
 
 from deepswe_jax.env.ownership import OWNER_LABEL, RUN_LABEL, owner_is_alive
 from deepswe_jax.env.runtime import TESTBED
+from deepswe_jax.env.tools import python_command
 
 logger = logging.getLogger(__name__)
 
@@ -199,7 +200,7 @@ def pod_manifest(
                     name=CONTAINER_NAME,
                     image=image,
                     image_pull_policy=settings.image_pull_policy,
-                    command=["python3", "-c", POD_INIT],
+                    command=python_command(["-c", POD_INIT]),
                     working_dir=TESTBED,
                     resources=k8s.V1ResourceRequirements(
                         requests=dict(resources), limits=dict(resources)

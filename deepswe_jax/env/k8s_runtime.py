@@ -10,16 +10,9 @@
         ...
 
 The pod and its settings are `k8s_pods`; this module starts it (create, watch until it
-runs, install the tools), runs commands in it and deletes it.
-
-Every command is one exec over the API server's websocket:
-    sh -c EXEC_WRAPPER sh <timeout> <workdir> <argv...>
-runs argv under `timeout -s KILL` in its own process group, stdin from /dev/null,
-stderr merged into stdout; when it exits or is killed, everything left in its group
-is SIGKILLed too. Files travel as tar archives over exec stdin, read with
-`head -c <size> | tar -x` so no end-of-input signal is needed (the v4 exec protocol
-has none). Arguments travel in the exec URL, so one argument is limited to 128 KiB
-(Linux MAX_ARG_STRLEN); write larger contents with `write_file`.
+runs, install the tools), runs commands in it and deletes it. Every command and file transfer
+is one exec over the API server's websocket (`k8s_exec`: the command lines, tar archives and
+how a session's output and exit status are read).
 
 API calls are retried (`k8s_pods.retry_api`); a 409 on creating a pod that is already
 ours (a create whose answer was lost) adopts that pod, any other 409 retries under a new
@@ -28,10 +21,7 @@ name. Pods still held at interpreter exit or on SIGTERM are deleted (`ownership`
 
 from __future__ import annotations
 
-import io
-import json
 import logging
-import tarfile
 import threading
 import time
 from collections.abc import Callable
@@ -40,13 +30,24 @@ from typing import Any, TypeVar
 
 import urllib3.exceptions
 from kubernetes import client as k8s
-from kubernetes import stream as k8s_stream
 from kubernetes import watch as k8s_watch
 from websocket import WebSocketException
 
+from deepswe_jax.env.k8s_exec import (
+    READ_IS_DIRECTORY,
+    READ_MISSING,
+    READ_SCRIPT,
+    ExecStatusError,
+    exchange,
+    exec_argv,
+    exec_exit_code,
+    file_archive,
+    file_from_archive,
+    open_exec,
+    untar_argv,
+)
 from deepswe_jax.env.k8s_pods import (
     API_TIMEOUT_S,
-    CONTAINER_NAME,
     DEFAULT_POD_SETTINGS,
     K8sPodSettings,
     check_label_value,
@@ -64,15 +65,13 @@ from deepswe_jax.env.k8s_pods import (
 from deepswe_jax.env.ownership import OWNER_LABEL, RUN_LABEL, owner_label
 from deepswe_jax.env.runtime import (
     SERVER_GRACE_S,
-    TESTBED,
     Command,
     EnvironmentUnavailableError,
     ExecResult,
     ExecRuntime,
     MissingImageError,
 )
-from deepswe_jax.env.tools import INSTALL_DIR, install_archive
-from deepswe_jax.env.tools.tool_server import BoundedOutput
+from deepswe_jax.env.tools import INSTALL_DIR, install_archive, python_command
 
 logger = logging.getLogger(__name__)
 
@@ -81,28 +80,6 @@ T = TypeVar("T")
 # Waiting reasons after which the pod will not start by itself.
 IMAGE_PULL_FAILURES = frozenset({"ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"})
 CONFIG_FAILURES = frozenset({"CreateContainerConfigError", "CreateContainerError"})
-STDIN_CHUNK = 1 << 20
-STDOUT_CHANNEL, STDERR_CHANNEL, ERROR_CHANNEL = 1, 2, 3
-# Exit codes of READ_SCRIPT for a path that is missing or a directory.
-READ_MISSING, READ_IS_DIRECTORY = 102, 121
-
-# $1 timeout seconds, $2 working directory, then the command's argv.
-EXEC_WRAPPER = (
-    't="$1"; cd "$2" 2>&1 || exit 126; shift 2\n'
-    'timeout -s KILL "$t" "$@" </dev/null 2>&1 &\n'
-    "pid=$!\n"
-    'wait "$pid" 2>/dev/null; status=$?\n'
-    'kill -s KILL -- "-$pid" 2>/dev/null\n'
-    'exit "$status"\n'
-)
-# $1 size of the tar archive on stdin, extracted at /.
-UNTAR_SCRIPT = 'head -c "$1" | tar -x -o -f - -C /'
-# $1 absolute path; a tar archive of the file (symlinks followed) on stdout.
-READ_SCRIPT = (
-    f'if [ -d "$1" ]; then exit {READ_IS_DIRECTORY}; fi\n'
-    f'if [ ! -e "$1" ]; then exit {READ_MISSING}; fi\n'
-    'cd / && exec tar -c -h -f - -- "${1#/}"\n'
-)
 ACCESS_HINTS = {
     401: "check the credentials in KUBECONFIG (or the pod's service account)",
     403: "grant the service account the Role from `python launch/k8s_manifests.py` "
@@ -114,33 +91,6 @@ ACCESS_HINTS = {
 
 class ClusterAccessError(RuntimeError):
     """The Kubernetes API refused this client (credentials, RBAC or a missing namespace)."""
-
-
-def exec_argv(argv: list[str], *, timeout: float, workdir: str = TESTBED) -> list[str]:
-    """The exec command that runs `argv` in `workdir` and SIGKILLs it (and everything it
-    started) after `timeout` seconds; see EXEC_WRAPPER."""
-    return ["sh", "-c", EXEC_WRAPPER, "sh", f"{max(timeout, 0.001):.3f}", workdir, *argv]
-
-
-def file_archive(path: str, data: bytes, *, mode: int = 0o644) -> bytes:
-    """A tar archive, to extract at /, holding `data` at absolute `path`."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        info = tarfile.TarInfo(path.lstrip("/"))
-        info.size = len(data)
-        info.mode = mode
-        info.mtime = int(time.time())
-        tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
-def file_from_archive(archive: bytes, path: str) -> bytes:
-    """The contents of the one regular file in a tar archive made by READ_SCRIPT."""
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
-        for member in tar:
-            if member.isfile():
-                return tar.extractfile(member).read()
-    raise OSError(f"reading {path}: the pod sent no regular file (special file?)")
 
 
 # ---------------------------------------------------------------- the runtime
@@ -379,46 +329,27 @@ class K8sRuntime(ExecRuntime):
                 raise EnvironmentUnavailableError(f"pod {self.name} is not running; call start()")
             deadline = time.monotonic() + deadline_s
             try:
-                session = retry_api(
-                    lambda: k8s_stream.stream(
-                        self.api.connect_get_namespaced_pod_exec,
-                        self.name,
-                        self.namespace,
-                        command=command,
-                        container=CONTAINER_NAME,
-                        stdin=stdin is not None,
-                        stdout=True,
-                        stderr=True,
-                        tty=False,
-                        binary=True,
-                        _preload_content=False,
-                    ),
-                    f"exec in pod {self.name}",
-                    attempts=3,
+                session = open_exec(
+                    self.api,
+                    self.name,
+                    self.namespace,
+                    command,
+                    stdin=stdin is not None,
                     sleep=self._sleep,
                 )
             except k8s.ApiException as e:
                 raise EnvironmentUnavailableError(
                     f"cannot exec in pod {self.name} ({short_error(e)}); {self._describe_state()}"
                 ) from None
-            stdout = BoundedOutput(max_output) if max_output else bytearray()
-            stderr = bytearray()
             try:
-                if stdin is not None:
-                    for offset in range(0, len(stdin), STDIN_CHUNK):
-                        session.write_stdin(stdin[offset : offset + STDIN_CHUNK])
-                while True:
-                    _drain(session, stdout, stderr)
-                    if not session.is_open():
-                        break
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise EnvironmentUnavailableError(
-                            f"exec in pod {self.name} did not end within {deadline_s:.0f}s; "
-                            f"{self._describe_state()}"
-                        )
-                    session.update(timeout=min(remaining, 1.0))
-                status = session.read_channel(ERROR_CHANNEL)
+                stdout, stderr, status = exchange(
+                    session, stdin=stdin, deadline=deadline, max_output=max_output
+                )
+            except TimeoutError:
+                raise EnvironmentUnavailableError(
+                    f"exec in pod {self.name} did not end within {deadline_s:.0f}s; "
+                    f"{self._describe_state()}"
+                ) from None
             except (OSError, WebSocketException) as e:
                 raise EnvironmentUnavailableError(
                     f"lost the exec stream of pod {self.name} ({type(e).__name__}: {e}); "
@@ -426,29 +357,13 @@ class K8sRuntime(ExecRuntime):
                 ) from None
             finally:
                 session.close()
-        exit_code = self._exit_code(status, stderr)
-        text = stdout.text() if isinstance(stdout, BoundedOutput) else bytes(stdout)
-        return exit_code, text, stderr.decode("utf-8", "replace")
-
-    def _exit_code(self, status: bytes | str, stderr: bytearray) -> int:
-        """The exit code from the exec's status message (channel 3)."""
         try:
-            message = json.loads(status)
-        except ValueError:
-            message = None
-        if not isinstance(message, dict):
+            return exec_exit_code(status), stdout, stderr
+        except ExecStatusError as e:
             raise EnvironmentUnavailableError(
-                f"exec in pod {self.name} ended without a status ({self._describe_state()}); "
-                f"stderr: {stderr.decode(errors='replace')[-2000:]}"
-            )
-        if message.get("status") == "Success":
-            return 0
-        for cause in (message.get("details") or {}).get("causes") or ():
-            if cause.get("reason") == "ExitCode":
-                return int(cause["message"])
-        raise EnvironmentUnavailableError(
-            f"exec in pod {self.name} failed: {message.get('message')}; {self._describe_state()}"
-        )
+                f"exec in pod {self.name} {e}; {self._describe_state()}"
+                + (f"; stderr: {stderr[-2000:]}" if stderr else "")
+            ) from None
 
     def _describe_state(self) -> str:
         try:
@@ -459,19 +374,20 @@ class K8sRuntime(ExecRuntime):
 
     def _put_archive(self, archive: bytes, *, what: str) -> None:
         timeout = SERVER_GRACE_S + len(archive) / 1e6
-        command = ["timeout", "-s", "KILL", f"{timeout:.0f}", "sh", "-c", UNTAR_SCRIPT, "sh"]
-        exit_code, _, stderr = self._exec(
-            [*command, str(len(archive))], deadline_s=timeout + SERVER_GRACE_S, stdin=archive
+        status, _, stderr = self._exec(
+            untar_argv(len(archive), timeout), deadline_s=timeout + SERVER_GRACE_S, stdin=archive
         )
-        if exit_code != 0:
-            raise OSError(f"{what} in pod {self.name} failed (exit code {exit_code}): {stderr}")
+        if status != 0:
+            raise OSError(f"{what} in pod {self.name} failed (exit code {status}): {stderr}")
 
     # ------------------------------------------------------------ the Runtime interface
 
     def _execute(self, command: Command, timeout: float) -> ExecResult:
         argv = list(command.argv)
         if command.tool is not None:
-            argv.insert(0, f"{INSTALL_DIR}/{command.tool}")
+            # On the Python the Docker tool server would use, not the tool's `env python3`
+            # shebang: an image may have no python3 on PATH (tools.SERVER_PYTHONS).
+            argv = python_command([f"{INSTALL_DIR}/{command.tool}", *argv])
         started = time.monotonic()
         exit_code, output, _ = self._exec(
             exec_argv(argv, timeout=timeout, workdir=command.cwd),
@@ -518,18 +434,6 @@ class K8sRuntime(ExecRuntime):
             delete_pod(self.api, self.name, self.namespace, sleep=self._sleep)
         except (k8s.ApiException, urllib3.exceptions.HTTPError) as e:
             logger.warning("could not delete pod %s: %s", self.name, short_error(e))
-
-
-def _drain(session: Any, stdout: BoundedOutput | bytearray, stderr: bytearray) -> None:
-    """Move what the exec session has buffered on stdout/stderr into the sinks."""
-    data = session.read_channel(STDOUT_CHANNEL)
-    if data:
-        if isinstance(stdout, BoundedOutput):
-            stdout.add(data)
-        else:
-            stdout += data
-    stderr += session.read_channel(STDERR_CHANNEL) or b""
-    del stderr[:-8000]
 
 
 # ---------------------------------------------------------------- for EnvPool

@@ -11,32 +11,28 @@ activated for the agent's commands, and which files in /testbed belong to the be
               PATH=/root/.venv/bin:... and links /root/.venv to /testbed/.venv
               (r2egym/agenthub/runtime/docker.py, DOCKER_PATH and setup_env).
 
-`prepare_runtime(runtime, layout)` runs once in an agent's runtime after it starts: the layout's
-set-up, the list of paths never to put in the agent's patch (files untracked at the start, like
-run_tests.sh or .venv, plus the layout's harness paths; `runtime.git_diff_script` reads it) and
-the environment the activation produces, saved for `execute_bash` (tools/execute_bash.py reads
+`runtime.prepare_runtime(runtime, layout)` runs `prepare_script(layout)` once in an agent's
+runtime after it starts: the layout's set-up, the list of paths never to put in the agent's patch
+(files untracked at the start, like run_tests.sh or .venv, plus the layout's harness paths;
+`runtime.git_diff_script` reads it) and the environment the activation produces, saved for `execute_bash` (tools/execute_bash.py reads
 ENV_FILE). The tool server itself keeps the image's own python3 (conda's base in SWE-bench
 images), so it never runs on the repository's Python version. The grader needs none of this:
 its commands activate what they need (swebench eval scripts, run_tests.sh).
 
-This module imports nothing of env/ at run time, so `tasks` can validate layout names with it.
+This module imports nothing of env/, so `tasks` can validate layout names with it and `runtime`
+can name its files.
 """
 
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from deepswe_jax.env.runtime import Runtime
 
 STATE_DIR = "/opt/deepswe"
 # NUL-separated NAME=value pairs of the activated environment; execute_bash runs commands in it.
 ENV_FILE = f"{STATE_DIR}/env"
 # NUL-separated repository-relative paths that never enter the agent's patch.
 DIFF_EXCLUDE_FILE = f"{STATE_DIR}/diff-excludes"
-PREPARE_TIMEOUT_S = 120.0
 
 # R2E-Gym's DOCKER_PATH, the PATH of every command its runtime runs.
 R2E_PATH = (
@@ -103,7 +99,7 @@ LAYOUTS: dict[str, Layout] = {
 
 
 def prepare_script(layout: Layout) -> str:
-    """The bash script `prepare_runtime` runs in /testbed (see the module docstring)."""
+    """The bash script `runtime.prepare_runtime` runs in /testbed (see the module docstring)."""
     harness = " ".join(shlex.quote(path) for path in layout.harness_paths)
     activate = layout.activate or "true"
     return (
@@ -116,21 +112,3 @@ def prepare_script(layout: Layout) -> str:
         f"{{ cat {STATE_DIR}/activate.log; exit 3; }}\n"
         f"env -0 > {ENV_FILE}\n"
     )
-
-
-def prepare_runtime(runtime: Runtime, layout: Layout) -> None:
-    """Set up a started agent runtime for `layout` (a no-op for layouts without set-up).
-
-    Raises:
-      LayoutError: the set-up or the activation failed; the message has their output.
-    """
-    if not layout.needs_preparing:
-        return
-    result = runtime.run(prepare_script(layout), timeout=PREPARE_TIMEOUT_S)
-    if result.exit_code != 0:
-        reason = "timed out" if result.timed_out else f"exit code {result.exit_code}"
-        raise LayoutError(
-            f"preparing the {layout.name} layout in {runtime.name} failed ({reason}); does the "
-            f"image have that layout? (activation: {layout.activate or 'none'}) "
-            f"output: {result.output[-2000:]}"
-        )

@@ -32,7 +32,8 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from deepswe_jax.env.docker_runtime import DockerRuntimeFactory, remove_stale_containers
+from deepswe_jax.env.docker_api import remove_stale_containers
+from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
 from deepswe_jax.env.hosts import DockerHost, DockerHosts, NoDockerHostError, copy_image
 from deepswe_jax.env.runtime import EnvironmentUnavailableError, RuntimeFactory
 from deepswe_jax.env.tasks import Task

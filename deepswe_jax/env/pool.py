@@ -54,10 +54,10 @@ from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
 from deepswe_jax.env.environment import Env
 from deepswe_jax.env.grading import GRADING_MEM_LIMIT, GradeResult, grade_patch
 from deepswe_jax.env.hosts import DockerHosts, default_endpoint
-from deepswe_jax.env.layouts import LAYOUTS, LayoutError, prepare_runtime
+from deepswe_jax.env.layouts import LAYOUTS, LayoutError
 from deepswe_jax.env.ownership import install_exit_cleanup
 from deepswe_jax.env.placement import DockerPlacement, FactoryPlacement, Placement
-from deepswe_jax.env.runtime import MissingImageError, Runtime, RuntimeFactory
+from deepswe_jax.env.runtime import MissingImageError, Runtime, RuntimeFactory, prepare_runtime
 from deepswe_jax.env.tasks import Task
 
 logger = logging.getLogger(__name__)
@@ -270,7 +270,7 @@ class EnvPool:
     @asynccontextmanager
     async def acquire(self, task: Task) -> AsyncIterator[Env]:
         """A started environment for `task` (tools installed, /testbed at the base commit, the
-        image's layout prepared: `layouts.prepare_runtime`); its container is removed when the
+        image's layout prepared: `runtime.prepare_runtime`); its container is removed when the
         block exits."""
         if not self._entered:
             await self.start()

@@ -10,7 +10,8 @@
 whose PID 1 is the tool server) and `k8s_runtime.K8sRuntime` (a pod, one exec per command)
 implement them on `ExecRuntime`, which holds what they share: `run`, `call_tool` and `diff`
 built on one primitive, `_execute(Command, timeout)`, plus the context manager, the idempotent
-`close` and the exit cleanup (see `ownership`).
+`close` and the exit cleanup (see `ownership`). `prepare_runtime` readies an agent's runtime for
+its image's layout (`layouts`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from deepswe_jax.env.layouts import DIFF_EXCLUDE_FILE
+from deepswe_jax.env.layouts import DIFF_EXCLUDE_FILE, Layout, LayoutError, prepare_script
 from deepswe_jax.env.ownership import LIVE_RUNTIMES, install_exit_cleanup
 from deepswe_jax.env.tools import tool_argv
 
@@ -34,6 +35,7 @@ SERVER_GRACE_S = 30.0
 # Python bytecode caches are never part of the agent's patch.
 DIFF_EXCLUDES = ("**/__pycache__/**", "**/*.pyc", "**/.pytest_cache/**")
 PATCH_FILE = "/tmp/.deepswe_patch.diff"
+PREPARE_TIMEOUT_S = 120.0
 
 
 class MissingImageError(RuntimeError):
@@ -248,3 +250,22 @@ class ExecRuntime(abc.ABC):
             self._closed = True
         LIVE_RUNTIMES.discard(self)
         self._remove()
+
+
+def prepare_runtime(runtime: Runtime, layout: Layout) -> None:
+    """Set up a started agent runtime for `layout` (`layouts.prepare_script`; a no-op for
+    layouts without set-up).
+
+    Raises:
+      LayoutError: the set-up or the activation failed; the message has their output.
+    """
+    if not layout.needs_preparing:
+        return
+    result = runtime.run(prepare_script(layout), timeout=PREPARE_TIMEOUT_S)
+    if result.exit_code != 0:
+        reason = "timed out" if result.timed_out else f"exit code {result.exit_code}"
+        raise LayoutError(
+            f"preparing the {layout.name} layout in {runtime.name} failed ({reason}); does the "
+            f"image have that layout? (activation: {layout.activate or 'none'}) "
+            f"output: {result.output[-2000:]}"
+        )

@@ -1,6 +1,6 @@
 """The composition root: the only code that reads a config and builds objects from it.
 
-Library packages (model/, parallel/, env/, sampling/, agent/, rl/, verify/, checkpoint.py)
+Library packages (model/, parallel/, env/, sampling/, agent/, rl/, verify/, checkpoint/)
 take typed settings (frozen dataclasses) and objects; this package turns an ml_collections
 config (configs/common.py declares every field) into them. launch/ scripts, tests and
 benchmarks call it; nothing in the library imports it (tests/test_import_rules.py). The
@@ -15,10 +15,17 @@ config field before any work.
     evaluation.py    evaluation and expert runs
     serving.py       a sampler process's checkpoint follower
     memory_plan.py   bytes per device of a config's training step (launch/plan_memory.py)
+    checks.py        config checks of SFT, verifier training and evaluation before any work
 """
 
+from deepswe_jax.experiment.checks import (
+    check_evaluation_config,
+    check_sft_config,
+    check_verifier_config,
+)
 from deepswe_jax.experiment.env import (
     ENV_BACKENDS,
+    grading_runtime_factory,
     kubernetes_api,
     kubernetes_pod_factory,
     load_task_list,
@@ -26,7 +33,12 @@ from deepswe_jax.experiment.env import (
     node_labels,
     prepare_task_images,
 )
-from deepswe_jax.experiment.evaluation import load_agent_policy, run_evaluation, run_expert
+from deepswe_jax.experiment.evaluation import (
+    load_agent_policy,
+    make_scorer,
+    run_evaluation,
+    run_expert,
+)
 from deepswe_jax.experiment.model import (
     abstract_model,
     check_init_from,
@@ -68,8 +80,11 @@ __all__ = [
     "ENV_BACKENDS",
     "OBJECTIVES",
     "abstract_model",
+    "check_evaluation_config",
     "check_init_from",
+    "check_sft_config",
     "check_train_config",
+    "check_verifier_config",
     "prepare_task_images",
     "apply_jax_memory_settings",
     "agent_interface",
@@ -77,6 +92,7 @@ __all__ = [
     "checkpoint_settings",
     "device_mesh",
     "episode_settings",
+    "grading_runtime_factory",
     "initial_params",
     "kubernetes_api",
     "kubernetes_pod_factory",
@@ -88,6 +104,7 @@ __all__ = [
     "loss_settings",
     "make_env_pool",
     "make_sampler",
+    "make_scorer",
     "make_trainer",
     "serving_sampler",
     "model_factory",

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from deepswe_jax.env.k8s_runtime import K8sPodFactory
     from deepswe_jax.env.pool import EnvPool
+    from deepswe_jax.env.runtime import RuntimeFactory
 
 
 ENV_BACKENDS = ("docker", "kubernetes")
@@ -77,6 +78,22 @@ def make_env_pool(
             "so start the Docker engine (check with `docker info`) or set DOCKER_HOST, or run "
             "them in pods (--config.env.backend=kubernetes)"
         ) from error
+
+
+def grading_runtime_factory(config: ml_collections.ConfigDict, pool: EnvPool) -> RuntimeFactory:
+    """Where checks outside the pool's own grading (execution checks) run: the pool's runtime
+    factory (Kubernetes pods), else Docker containers on the local engine with grading's memory
+    and config.env's disk limit, as the pool's own gradings."""
+    if pool.runtime_factory is not None:
+        return pool.runtime_factory
+    from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
+    from deepswe_jax.env.grading import GRADING_MEM_LIMIT
+
+    return DockerRuntimeFactory(
+        mem_limit=GRADING_MEM_LIMIT,
+        disk_limit=config.env.disk_limit,
+        disk_limit_mode=config.env.disk_limit_mode,
+    )
 
 
 def kubernetes_pod_factory(config: ml_collections.ConfigDict) -> K8sPodFactory:

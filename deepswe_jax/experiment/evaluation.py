@@ -1,5 +1,6 @@
 """Evaluation and expert runs from a config: the env pool, the policy in its sampler, the
-candidate scorer, the episode settings, all built here for verify.evaluation / verify.expert.
+candidate scorer (`make_scorer`), the episode settings, all built here for
+verify.evaluation.run / verify.expert.
 
     run_evaluation(config, "/tmp/run/checkpoints", "/tmp/eval", tasks=tasks, num_runs=8)
     trajectories = run_expert(config, tasks, output_path=workdir / "expert.jsonl")
@@ -17,8 +18,10 @@ import ml_collections
 from flax import nnx
 
 from deepswe_jax.agent.trajectory import Trajectory
+from deepswe_jax.env.runtime import RuntimeFactory
 from deepswe_jax.env.tasks import Task
-from deepswe_jax.experiment.env import make_env_pool
+from deepswe_jax.experiment.checks import check_evaluation_config
+from deepswe_jax.experiment.env import grading_runtime_factory, make_env_pool
 from deepswe_jax.experiment.model import (
     abstract_model,
     device_mesh,
@@ -29,9 +32,11 @@ from deepswe_jax.experiment.model import (
 )
 from deepswe_jax.experiment.settings import episode_settings
 from deepswe_jax.experiment.training import serving_sampler
-from deepswe_jax.verify import evaluation
-from deepswe_jax.verify.evaluation import FIXED_PATCH_POLICIES, AgentPolicy
+from deepswe_jax.verify.evaluation import run, scoring
+from deepswe_jax.verify.evaluation.run import FIXED_PATCH_POLICIES, AgentPolicy
 from deepswe_jax.verify.expert import collect_expert_trajectories
+from deepswe_jax.verify.select import SELECTOR_SCORES, SELECTORS
+from deepswe_jax.verify.verifier import load_verifier
 
 
 def load_agent_policy(config: ml_collections.ConfigDict, *, seed: int) -> AgentPolicy:
@@ -43,6 +48,44 @@ def load_agent_policy(config: ml_collections.ConfigDict, *, seed: int) -> AgentP
     graphdef, _ = nnx.split(abstract_model(config), nnx.Param)
     sampler = serving_sampler(config, nnx.merge(graphdef, params), mesh, rules, seed)
     return AgentPolicy(sampler, load_tokenizer(config))
+
+
+def make_scorer(
+    selectors: Sequence[str],
+    *,
+    verifier_dir: str | os.PathLike | None,
+    timeout: float,
+    workers: int,
+    run_label: str,
+    runtime_factory: RuntimeFactory | None,
+) -> scoring.CandidateScorer | None:
+    """The scorer `selectors` need: the verifier saved in `verifier_dir` for 'verifier' / 'hybrid',
+    execution checks (`timeout` seconds per test run, `workers` containers at once, made by
+    `runtime_factory`: the env pool's, None for local Docker) for 'execution' / 'hybrid'; None
+    without selectors."""
+    unknown = sorted(set(selectors) - set(SELECTORS))
+    if unknown:
+        raise ValueError(f"unknown selectors {unknown}; choose from {sorted(SELECTORS)}")
+    needed = set().union(*(SELECTOR_SCORES[name] for name in selectors))
+    scorers = []
+    if "verifier" in needed:
+        if verifier_dir is None:
+            raise ValueError(
+                f"selectors {sorted(selectors)} need an execution-free verifier; pass its "
+                "directory (launch/evaluate.py --verifier=DIR; launch/train_verifier.py writes "
+                "<workdir>/verifier)"
+            )
+        scorers.append(scoring.verifier_scorer(load_verifier(verifier_dir)))
+    if needed & {"regression", "reproduction"}:
+        scorers.append(
+            scoring.execution_scorer(
+                timeout=timeout,
+                workers=workers,
+                run_label=run_label,
+                runtime_factory=runtime_factory,
+            )
+        )
+    return scoring.combine_scorers(*scorers) if scorers else None
 
 
 def run_evaluation(
@@ -60,7 +103,7 @@ def run_evaluation(
     process_id: int = 0,
     num_processes: int = 1,
 ) -> dict[str, Any]:
-    """`verify.evaluation.run_evaluation` with everything built from `config`: the env pool of
+    """`verify.evaluation.run.run_evaluation` with everything built from `config`: the env pool of
     config.env.backend, for a policy directory (`policy_config`) the policy in its sampler
     (loaded once the output directory's settings are checked), and the scorer `selectors`
     need (execution checks run on the pool's backend). Returns the summary.
@@ -68,17 +111,21 @@ def run_evaluation(
     policy: 'gold', 'empty' or a policy directory. model_name: default `policy` for gold /
     empty, else the directory's name. process_id / num_processes: this process's share.
     """
+    agent_runs = policy not in FIXED_PATCH_POLICIES
+    check_evaluation_config(
+        config, num_runs=num_runs, grade_concurrency=grade_concurrency, agent_runs=agent_runs
+    )
     # Bad agent settings are refused before anything starts (a fixed patch runs no agent).
-    episode = episode_settings(config, agent_runs=policy not in FIXED_PATCH_POLICIES)
+    episode = episode_settings(config, agent_runs=agent_runs)
     run_label = f"eval-{uuid.uuid4().hex[:8]}"
     pool = make_env_pool(config, run_label, grade_concurrency=grade_concurrency)
-    scorer = evaluation.make_scorer(
+    scorer = make_scorer(
         selectors,
         verifier_dir=verifier_dir,
         timeout=config.agent.reward_timeout,
         workers=grade_concurrency,
         run_label=run_label,
-        runtime_factory=pool.runtime_factory,
+        runtime_factory=grading_runtime_factory(config, pool),  # its disk limit
     )
     if policy in FIXED_PATCH_POLICIES:
         policy_name = policy
@@ -92,7 +139,7 @@ def run_evaluation(
         def load_policy() -> AgentPolicy:
             return load_agent_policy(config, seed=config.seed)
 
-    return evaluation.run_evaluation(
+    return run.run_evaluation(
         tasks,
         load_policy,
         output_dir,

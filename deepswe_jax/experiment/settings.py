@@ -16,9 +16,10 @@ from deepswe_jax.agent.rollout import EpisodeSettings
 from deepswe_jax.model.lora import LoRAConfig
 from deepswe_jax.rl.batch import row_length_buckets
 from deepswe_jax.rl.loop import LoopSettings, UpdateSettings
+from deepswe_jax.rl.objectives import LossSettings
+from deepswe_jax.rl.optimizer import OptimizerSettings
 from deepswe_jax.rl.run_directory import CheckpointSettings
 from deepswe_jax.rl.sft import SFTSettings
-from deepswe_jax.rl.train_step import LossSettings, OptimizerSettings
 from deepswe_jax.verify.verifier_training import VerifierTrainingSettings
 
 
@@ -122,6 +123,7 @@ def update_settings(config: ml_collections.ConfigDict) -> UpdateSettings:
         compact_filtering=rl.compact_filtering,
         length_buckets=row_length_buckets(longest, rl.length_buckets),
         num_iterations=rl.num_iterations,
+        mini_batches=rl.mini_batches,
     )
 
 

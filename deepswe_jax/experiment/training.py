@@ -21,6 +21,12 @@ from flax import nnx
 
 from deepswe_jax.agent.trajectory import Trajectory
 from deepswe_jax.env.tasks import Task
+from deepswe_jax.experiment.checks import (
+    check_counts,
+    check_sampler_kind,
+    check_sft_config,
+    check_verifier_config,
+)
 from deepswe_jax.experiment.env import load_task_list, make_env_pool, prepare_task_images
 from deepswe_jax.experiment.model import (
     abstract_model,
@@ -47,14 +53,10 @@ from deepswe_jax.parallel import make_mesh
 from deepswe_jax.parallel.distributed import host_copy
 from deepswe_jax.parallel.sharding import Rules
 from deepswe_jax.rl import loop, sft
+from deepswe_jax.rl.objectives import LossSettings
+from deepswe_jax.rl.optimizer import learning_rate_schedule, make_optimizer
 from deepswe_jax.rl.run_directory import RunDirectory
-from deepswe_jax.rl.train_step import (
-    LossSettings,
-    Trainer,
-    TrainState,
-    learning_rate_schedule,
-    make_optimizer,
-)
+from deepswe_jax.rl.train_step import Trainer, TrainState
 from deepswe_jax.sampling.base import Sampler
 from deepswe_jax.verify import verifier_training
 from deepswe_jax.verify.verifier import VerifierPrompt
@@ -209,6 +211,7 @@ _POSITIVE_FIELDS = (
     "rl.n_rollouts",
     "rl.micro_batch_size",
     "rl.num_iterations",
+    "rl.mini_batches",
     "agent.max_steps",
     "agent.max_prompt_tokens",
     "agent.max_context",
@@ -221,7 +224,6 @@ _POSITIVE_FIELDS = (
     "checkpoint.keep",
 )
 _NON_NEGATIVE_FIELDS = ("rl.total_steps", "rl.max_staleness")
-SAMPLER_KINDS = ("jax", "vllm")
 
 
 def check_train_config(
@@ -232,15 +234,7 @@ def check_train_config(
     tasks_per_step the task list cannot fill, an unknown sampler kind (unless `sampler_given`);
     FileNotFoundError for a config.init_from that is not a directory.
     """
-    for name in _POSITIVE_FIELDS + _NON_NEGATIVE_FIELDS:
-        section, field = name.split(".")
-        value = config[section][field]
-        positive = name in _POSITIVE_FIELDS
-        if value <= 0 if positive else value < 0:
-            raise ValueError(
-                f"config.{name}={value!r} must be {'above' if positive else 'at least'} 0; "
-                f"set --config.{name}"
-            )
+    check_counts(config, _POSITIVE_FIELDS, _NON_NEGATIVE_FIELDS)
     count = config.rl.tasks_per_step
     if not 0 < count <= len(tasks):
         raise ValueError(
@@ -248,11 +242,14 @@ def check_train_config(
             f"({len(tasks)} in config.env.tasks={config.env.tasks!r}); each task of a step gets "
             "its own rollout group"
         )
-    check_init_from(config.init_from)
-    if not sampler_given and config.sampler.kind not in SAMPLER_KINDS:
+    if count % config.rl.mini_batches:
         raise ValueError(
-            f"config.sampler.kind={config.sampler.kind!r}; use 'jax' (in-process) or 'vllm' (GPU)"
+            f"config.rl.mini_batches={config.rl.mini_batches} must divide "
+            f"config.rl.tasks_per_step={count}: each mini-batch holds as many whole task groups"
         )
+    check_init_from(config.init_from)
+    if not sampler_given:
+        check_sampler_kind(config)
 
 
 def train(
@@ -286,7 +283,12 @@ def train(
             prepare_task_images(pool, tasks)  # missing images: fail before any rollout
             env_pool = pool
         run_dir = stack.enter_context(
-            RunDirectory(workdir, config.to_dict(), checkpoint_settings(config))
+            RunDirectory(
+                workdir,
+                config.to_dict(),
+                checkpoint_settings(config),
+                model_config=config.model.to_dict(),
+            )
         )
 
         def rollout_sampler(params: nnx.State, seed: int) -> Sampler:
@@ -321,8 +323,12 @@ def train_sft(
     trajectories: Sequence[Trajectory],
 ) -> TrainState:
     """Fine-tunes config.model (from config.init_from) on `trajectories` for config.sft.num_steps
-    optimizer steps in `workdir` (rl.sft.train_sft; resumes); returns the final state."""
-    with RunDirectory(workdir, config.to_dict(), checkpoint_settings(config)) as run_dir:
+    optimizer steps in `workdir` (rl.sft.train_sft; resumes); returns the final state. The
+    config is checked (`check_sft_config`) before the work directory is created."""
+    check_sft_config(config, num_trajectories=len(trajectories))
+    with RunDirectory(
+        workdir, config.to_dict(), checkpoint_settings(config), model_config=config.model.to_dict()
+    ) as run_dir:
         rules = sharding_rules(config)
         trainer = make_trainer(config, device_mesh(config), rules, objective="sft")
         return sft.train_sft(
@@ -354,7 +360,9 @@ def train_verifier(
     problem_statements: Mapping[str, str],
 ) -> dict:
     """Trains, evaluates and saves a verifier (verify.verifier_training) of config.verifier;
-    returns the summary."""
+    returns the summary. The config and `workdir` are checked (`check_verifier_config`) before
+    anything is built or written."""
+    check_verifier_config(config, workdir)
     settings = verifier_settings(config)
     prompt = VerifierPrompt(
         load_tokenizer(config), max_prompt_tokens=config.verifier.max_prompt_tokens

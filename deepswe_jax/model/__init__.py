@@ -7,12 +7,8 @@ from deepswe_jax.model.hf_io import (
     load_hf_checkpoint,
     save_hf_checkpoint,
 )
-from deepswe_jax.model.qwen3 import (
-    REMAT_POLICIES,
-    KVCache,
-    Qwen3ForCausalLM,
-    remat_policy,
-)
+from deepswe_jax.model.kv_cache import KVCache
+from deepswe_jax.model.qwen3 import REMAT_POLICIES, Qwen3ForCausalLM, remat_policy
 
 __all__ = [
     "REMAT_POLICIES",

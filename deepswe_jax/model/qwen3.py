@@ -28,23 +28,29 @@ fixed shapes, and the cache can be donated::
     # one token per row per step
     logits, cache = model.decode(next_ids[:, None], cache)      # logits [B, 1, v]
 
-``KVCache`` holds ``keys``/``values`` [L, B, C, k, d] and ``lengths`` [B] (filled slots per
-row). ``decode(input_ids [B, t], cache, positions=None, num_tokens=None)`` writes the t new keys
-and values of row b into slots ``lengths[b] .. lengths[b] + t - 1``, lets each new token attend
-to every slot up to and including its own, and advances ``lengths[b]`` by ``num_tokens[b]``
-(default t). Tokens past ``num_tokens[b]`` (padding) are written but not counted, so the next
-call overwrites them; their logits are meaningless. Rows are independent, so rows of different
-lengths decode together (continuous batching): to start a new request in row b, set its length
-to 0 with ``cache.reset_rows(row_mask)`` and prefill it (other rows may pass ``num_tokens=0``
-for that call, which leaves them unchanged). ``positions`` default to the slot indices
+``KVCache`` (model/kv_cache.py) holds ``keys`` [L, B, k, d, C], ``values`` [L, B, k, C, d] and
+``lengths`` [B] (filled slots per row). ``decode(input_ids [B, t], cache, positions=None,
+num_tokens=None)`` writes the t new keys and values of row b into slots ``lengths[b] ..
+lengths[b] + t - 1``, lets each new token attend to every slot up to and including its own, and
+advances ``lengths[b]`` by ``num_tokens[b]`` (default t). Tokens past ``num_tokens[b]``
+(padding) are written but not counted, so the next call overwrites them; their logits are
+meaningless. Rows are independent, so rows of different lengths decode together (continuous
+batching): to start a new request in row b, set its length to 0 with
+``cache.reset_rows(row_mask)`` and prefill it (other rows may pass ``num_tokens=0`` for that
+call, which leaves them unchanged). ``positions`` default to the slot indices
 (``lengths[b] + i``). The caller keeps ``lengths + t <= C``; writes past the end are dropped.
-The layer scan only reads the cache; the new keys/values are written once after it, so with a
-donated cache a step writes L * b * t slots in place instead of copying the cache.
+A step reads only the cache slots the rows with real tokens hold (rounded up to a few static
+lengths); the layer scan only reads the cache, and the new keys/values are written once after
+it, so with a donated cache a step writes L * b * t slots in place instead of copying the cache.
+
+Prompts into empty rows can skip the cache altogether: ``prefill(prompt_ids, prompt_lengths)``
+runs the full-sequence forward and returns the logits at each prompt's last token and the
+prompts' keys/values in the cache layouts, for the caller to place in its rows (JaxSampler).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 from typing import Literal
 
 import jax
@@ -54,6 +60,13 @@ from jax.ad_checkpoint import checkpoint_name
 
 from deepswe_jax.model.attention import AttentionImpl, causal_attention, check_attention_impl
 from deepswe_jax.model.config import Qwen3Config
+from deepswe_jax.model.kv_cache import (
+    KEYS_LOGICAL_AXES,
+    VALUES_LOGICAL_AXES,
+    KVCache,
+    attend_layer_cache,
+    read_lengths,
+)
 from deepswe_jax.parallel.sharding import constrain
 
 RematPolicy = Literal["none", "full", "save_dots", "offload"]
@@ -122,31 +135,6 @@ def apply_rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
     x1, x2 = jnp.split(x, 2, axis=-1)
     rotated = jnp.concatenate([-x2, x1], axis=-1)
     return x * cos + rotated * sin
-
-
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class KVCache:
-    """Per-layer keys/values for incremental decoding (a pytree: pass it through jit).
-
-    keys, values: [layers, batch, cache_length, kv_heads, head_dim]; lengths: [batch] int32,
-    the number of filled slots in each row.
-    """
-
-    keys: jax.Array
-    values: jax.Array
-    lengths: jax.Array
-
-    @property
-    def max_length(self) -> int:
-        return self.keys.shape[2]
-
-    def reset_rows(self, rows: jax.Array) -> KVCache:
-        """Empty the rows where ``rows`` [batch] bool is True (their old slots become invisible)."""
-        return dataclasses.replace(self, lengths=jnp.where(rows, 0, self.lengths))
-
-
-CACHE_LOGICAL_AXES = ("layers", "batch", "cache_seq", "act_kv_heads", "head_dim")
 
 
 class Qwen3DecoderLayers(nnx.Module):
@@ -220,61 +208,6 @@ def _finish_layer(
     return constrain(x + down, ("batch", "seq", "act_embed"))
 
 
-def attend_cache_and_new(
-    q: jax.Array,
-    cached_k: jax.Array,
-    cached_v: jax.Array,
-    cached_lengths: jax.Array,
-    new_k: jax.Array,
-    new_v: jax.Array,
-) -> jax.Array:
-    """Grouped-query attention of t new tokens to a row's filled cache slots and to themselves.
-
-    New token i of row b sees cache slots 0 .. cached_lengths[b] - 1 and new tokens 0 .. i. Both
-    parts share one softmax (float32 logits, shared max) without concatenating the cache with the
-    new block. The denominator is a dot with ones and divides the output, so a row's result
-    does not depend on the batch size (an elementwise sum reduction may vectorize differently).
-
-    Args:
-      q: [b, t, h, d] queries of the new tokens.
-      cached_k, cached_v: [b, c, k, d] the cache (slots past cached_lengths are ignored).
-      cached_lengths: [b] int, filled cache slots per row.
-      new_k, new_v: [b, t, k, d] keys/values of the new tokens.
-
-    Returns:
-      [b, t, h, d] in the dtype of q.
-    """
-    b, t, h, d = q.shape
-    c, kv_heads = cached_k.shape[1], cached_k.shape[2]
-    q = q.reshape(b, t, kv_heads, h // kv_heads, d)  # [b, t, k, g, d]
-    hidden = jnp.finfo(jnp.float32).min
-    cached_visible = jnp.arange(c) < cached_lengths[:, None]  # [b, c]
-    new_visible = jnp.tril(jnp.ones((t, t), bool))  # [t, s]
-    cached_logits = jnp.einsum("btkgd,bckd->bkgtc", q, cached_k, preferred_element_type=jnp.float32)
-    cached_logits = jnp.where(cached_visible[:, None, None, None], cached_logits * d**-0.5, hidden)
-    new_logits = jnp.einsum("btkgd,bskd->bkgts", q, new_k, preferred_element_type=jnp.float32)
-    new_logits = jnp.where(new_visible, new_logits * d**-0.5, hidden)
-    peak = jnp.maximum(cached_logits.max(-1, keepdims=True), new_logits.max(-1, keepdims=True))
-    cached_weights = jnp.exp(cached_logits - peak)  # [b, k, g, t, c]
-    new_weights = jnp.exp(new_logits - peak)  # [b, k, g, t, s]
-    denominator = jnp.einsum("bkgtc,c->btkg", cached_weights, jnp.ones((c,), jnp.float32))
-    denominator += jnp.einsum("bkgts,s->btkg", new_weights, jnp.ones((t,), jnp.float32))
-    value_dtype = cached_v.dtype
-    attended = jnp.einsum(
-        "bkgtc,bckd->btkgd",
-        cached_weights.astype(value_dtype),
-        cached_v,
-        preferred_element_type=jnp.float32,
-    )
-    attended += jnp.einsum(
-        "bkgts,bskd->btkgd",
-        new_weights.astype(value_dtype),
-        new_v,
-        preferred_element_type=jnp.float32,
-    )
-    return (attended / denominator[..., None]).astype(q.dtype).reshape(b, t, h, d)
-
-
 class Qwen3ForCausalLM(nnx.Module):
     """Qwen3 causal LM. Parameters are stored in ``param_dtype``, computed in ``dtype``.
 
@@ -285,7 +218,7 @@ class Qwen3ForCausalLM(nnx.Module):
       dtype: compute dtype of activations (logits are returned in float32).
       remat: 'none' | 'full' | 'save_dots' | 'offload' (see ``remat_policy``).
       attention_impl: the full-sequence forward's attention kernel, 'xla' | 'cudnn' | 'pallas'
-        (model/attention.py); ``decode`` uses ``attend_cache_and_new``.
+        (model/attention.py); ``decode`` attends over the cache with model/kv_cache.py.
     """
 
     def __init__(
@@ -376,17 +309,56 @@ class Qwen3ForCausalLM(nnx.Module):
     def init_cache(
         self, batch_size: int, max_length: int, dtype: jnp.dtype | None = None
     ) -> KVCache:
-        """An empty cache: keys/values [L, batch_size, max_length, k, d] in ``dtype`` (default the
-        compute dtype), lengths [batch_size] zeros."""
+        """An empty cache (``KVCache`` layouts) of ``batch_size`` rows and ``max_length`` slots in
+        ``dtype`` (default the compute dtype), lengths [batch_size] zeros."""
         c = self.config
-        shape = (c.num_hidden_layers, batch_size, max_length, c.num_key_value_heads, c.head_dim)
+        shape = (c.num_hidden_layers, batch_size, c.num_key_value_heads, max_length, c.head_dim)
         dtype = dtype or self.dtype
         # Two separate buffers (not one array twice), so a jit may donate the whole cache.
         return KVCache(
-            keys=jnp.zeros(shape, dtype),
+            keys=jnp.zeros(shape[:3] + (c.head_dim, max_length), dtype),
             values=jnp.zeros(shape, dtype),
             lengths=jnp.zeros((batch_size,), jnp.int32),
         )
+
+    def prefill(
+        self, input_ids: jax.Array, lengths: jax.Array, cache_dtype: jnp.dtype | None = None
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """Prompts into empty cache rows: the full-sequence forward, which reads no cache.
+
+        Args:
+          input_ids: [b, s] right-padded prompts, one per row from slot 0.
+          lengths: [b] int, real tokens per row (at least 1).
+          cache_dtype: dtype of the returned keys/values (default the compute dtype).
+
+        Returns:
+          logits [b, v] float32 at each prompt's last token, and keys [L, b, k, d, s] / values
+          [L, b, k, s, d] for slots 0 .. s - 1 of the rows' cache (``KVCache`` layouts; slots
+          past a row's length hold padding, which its length hides).
+        """
+        batch, seq = input_ids.shape
+        positions = jnp.broadcast_to(jnp.arange(seq, dtype=jnp.int32), (batch, seq))
+        segment_ids = (jnp.arange(seq) < lengths[:, None]).astype(jnp.int32)
+        config, dtype, impl = self.config, self.dtype, self.attention_impl
+        cache_dtype = cache_dtype or dtype
+
+        def layer(x, p):
+            q, k, v = _project_qkv(p, x, positions, config, dtype)
+            # Round through the cache dtype so the prompt sees what decode steps will read.
+            k, v = k.astype(cache_dtype), v.astype(cache_dtype)
+            attended = causal_attention(
+                q, k.astype(dtype), v.astype(dtype), segment_ids, impl=impl, packed=False
+            )
+            return _finish_layer(p, x, attended, config, dtype), (k, v)
+
+        x, (keys, values) = jax.lax.scan(
+            layer, self._embed(input_ids), self.layers.stacked_params()
+        )
+        last = x[jnp.arange(batch), lengths - 1]  # [b, e]: only these rows need the vocabulary
+        hidden = rms_norm(last, self.norm[...], config.rms_norm_eps, dtype)
+        logits = self._logits(hidden[:, None])[:, 0]
+        # [L, b, s, k, d] -> the cache layouts
+        return logits, keys.transpose(0, 1, 3, 4, 2), values.transpose(0, 1, 3, 2, 4)
 
     def decode(
         self,
@@ -413,34 +385,43 @@ class Qwen3ForCausalLM(nnx.Module):
         if num_tokens is None:
             num_tokens = jnp.full((batch,), t, jnp.int32)
         config, dtype, cache_dtype = self.config, self.dtype, cache.keys.dtype
+        # Read the fewest slots that hold every row with real tokens (the others' logits are
+        # meaningless): the first of the static read lengths that is long enough.
+        reads = read_lengths(cache.max_length)
+        longest = jnp.max(jnp.where(num_tokens > 0, cache.lengths, 0))
+        read = jnp.searchsorted(jnp.asarray(reads), longest)
 
         def layer(x, layer_inputs):
-            p, cached_k, cached_v = layer_inputs  # cached_k, cached_v [b, c, k, d], read only
+            p, index = layer_inputs
             q, k, v = _project_qkv(p, x, positions, config, dtype)
             # Round through the cache dtype so this step sees what later steps will read.
             k, v = k.astype(cache_dtype), v.astype(cache_dtype)
-            attended = attend_cache_and_new(
-                q,
-                cached_k.astype(dtype),
-                cached_v.astype(dtype),
-                cache.lengths,
-                k.astype(dtype),
-                v.astype(dtype),
-            )
+            branches = [
+                functools.partial(attend_layer_cache, cache=cache, layer=index, read_length=n)
+                for n in reads
+            ]
+            attended = jax.lax.switch(read, branches, q, k.astype(dtype), v.astype(dtype))
             return _finish_layer(p, x, attended, config, dtype), (k, v)
 
         # The scan only reads the cache; the new keys/values [L, b, t, k, d] are written once
         # afterwards, in place when the caller donates the cache.
+        layers = jnp.arange(config.num_hidden_layers)
         x, (new_keys, new_values) = jax.lax.scan(
-            layer, self._embed(input_ids), (self.layers.stacked_params(), cache.keys, cache.values)
+            layer, self._embed(input_ids), (self.layers.stacked_params(), layers)
         )
         hidden = rms_norm(x, self.norm[...], config.rms_norm_eps, dtype)
+        # Row and slot indices on either side of sliced axes put the update's dims first:
+        # [b, t, L, k, d].
         rows = jnp.arange(batch)[:, None]
-        keys = cache.keys.at[:, rows, slots].set(new_keys, mode="drop")
-        values = cache.values.at[:, rows, slots].set(new_values, mode="drop")
+        keys = cache.keys.at[:, rows, :, :, slots].set(
+            new_keys.transpose(1, 2, 0, 3, 4), mode="drop"
+        )
+        values = cache.values.at[:, rows, :, slots].set(
+            new_values.transpose(1, 2, 0, 3, 4), mode="drop"
+        )
         new_cache = KVCache(
-            keys=constrain(keys, CACHE_LOGICAL_AXES),
-            values=constrain(values, CACHE_LOGICAL_AXES),
+            keys=constrain(keys, KEYS_LOGICAL_AXES),
+            values=constrain(values, VALUES_LOGICAL_AXES),
             lengths=cache.lengths + num_tokens.astype(jnp.int32),
         )
         return self._logits(hidden), new_cache

@@ -77,8 +77,18 @@ class BatchStats:
 
 @dataclass(frozen=True)
 class TrainBatch:
+    """micro_batches, consecutive per mini-batch: mini-batch i is the next mini_batch_sizes[i]
+    of them (one optimizer step each; () = all of them in one)."""
+
     micro_batches: tuple[MicroBatch, ...]
     stats: BatchStats
+    mini_batch_sizes: tuple[int, ...] = ()
+
+    def mini_batches(self) -> list[tuple[MicroBatch, ...]]:
+        """The micro-batches of each mini-batch, in order."""
+        sizes = self.mini_batch_sizes or (len(self.micro_batches),)
+        starts = np.cumsum((0, *sizes))
+        return [self.micro_batches[a:b] for a, b in zip(starts[:-1], starts[1:], strict=True)]
 
 
 @dataclass(frozen=True)
@@ -205,8 +215,9 @@ def assemble_batch(
     compact_filtering: bool = True,
     length_buckets: Sequence[int] | None = None,
     pack_length: int | None = None,
+    mini_batches: int = 1,
 ) -> TrainBatch:
-    """Builds the micro-batches of one optimizer step.
+    """Builds the micro-batches of one optimizer step, or of `mini_batches` steps.
 
     Args:
       trajectories: rollouts of one step, n per task (grouped by task_id for the advantages).
@@ -215,11 +226,17 @@ def assemble_batch(
       compact_filtering: mask max_steps / max_context / timeout rollouts (DeepSWE); off = ablation.
       length_buckets: allowed row lengths; None = powers of two.
       pack_length: pack several sequences per row up to this many tokens; None = one per row.
+      mini_batches: split the task groups (in order) into this many consecutive mini-batches,
+        one optimizer step each (verl's ppo_mini_batch_size; config.rl.mini_batches); a
+        mini-batch without a loss token gets no micro-batch (no step).
     Returns:
-      TrainBatch: micro-batches (longest rows first, each padded to its own bucket) and stats.
+      TrainBatch: micro-batches (per mini-batch longest rows first, each padded to its own
+      bucket), the mini-batches' sizes and stats.
     """
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
+    if mini_batches < 1:
+        raise ValueError(f"mini_batches must be >= 1, got {mini_batches}")
     groups: dict[str, list[Trajectory]] = {}
     for trajectory in trajectories:
         groups.setdefault(trajectory.task_id, []).append(trajectory)
@@ -240,27 +257,41 @@ def assemble_batch(
     advantages = compute_advantages(advantage, rewards, valid)
 
     sequences = []
-    for group_index, (group, rollout_filter) in enumerate(
-        zip(groups.values(), filters, strict=True)
+    micro_batches: list[MicroBatch] = []
+    mini_batch_sizes = []
+    # Mini-batches are consecutive runs of whole task groups (verl splits the batch in order,
+    # n rollouts per prompt); each packs its own rows and counts its own absent sequences.
+    group_list = list(groups.values())
+    for part in np.array_split(
+        np.arange(len(group_list)), max(1, min(mini_batches, len(group_list)))
     ):
-        for member, trajectory in enumerate(group):
-            sequence = _shift(
-                trajectory,
-                float(rollout_filter.loss_weight[member]),
-                float(advantages[group_index, member]),
+        part_sequences = []
+        for group_index in part:
+            rollout_filter = filters[group_index]
+            for member, trajectory in enumerate(group_list[group_index]):
+                sequence = _shift(
+                    trajectory,
+                    float(rollout_filter.loss_weight[member]),
+                    float(advantages[group_index, member]),
+                )
+                if sequence.loss_mask.any():
+                    part_sequences.append(sequence)
+        rows = _pack_rows(part_sequences, pack_length)
+        part_micro_batches = [
+            _fill_micro_batch(
+                rows[start : start + micro_batch_size], micro_batch_size, length_buckets
             )
-            if sequence.loss_mask.any():
-                sequences.append(sequence)
-
-    rows = _pack_rows(sequences, pack_length)
-    micro_batches = [
-        _fill_micro_batch(rows[start : start + micro_batch_size], micro_batch_size, length_buckets)
-        for start in range(0, len(rows), micro_batch_size)
-    ]
-    if micro_batches:
-        absent = np.zeros(micro_batch_size, np.float32)
-        absent[0] = len(trajectories) - len(sequences)
-        micro_batches[0] = dataclasses.replace(micro_batches[0], absent_sequences=absent)
+            for start in range(0, len(rows), micro_batch_size)
+        ]
+        if part_micro_batches:
+            absent = np.zeros(micro_batch_size, np.float32)
+            absent[0] = sum(len(group_list[g]) for g in part) - len(part_sequences)
+            part_micro_batches[0] = dataclasses.replace(
+                part_micro_batches[0], absent_sequences=absent
+            )
+            mini_batch_sizes.append(len(part_micro_batches))
+        sequences += part_sequences
+        micro_batches += part_micro_batches
     slots = sum(mb.input_ids.size for mb in micro_batches)
     stats = BatchStats(
         num_trajectories=len(trajectories),
@@ -275,4 +306,6 @@ def assemble_batch(
         loss_tokens=int(sum((s.loss_mask > 0).sum() for s in sequences)),
         padding_fraction=1.0 - sum(map(len, sequences)) / slots if slots else 0.0,
     )
-    return TrainBatch(micro_batches=tuple(micro_batches), stats=stats)
+    return TrainBatch(
+        micro_batches=tuple(micro_batches), stats=stats, mini_batch_sizes=tuple(mini_batch_sizes)
+    )

@@ -63,7 +63,9 @@ class UpdateSettings:
     micro_batch_size: rows per gradient-accumulation step, across all devices. advantage:
     'loo' | 'grpo' | 'drgrpo'. compact_filtering: mask episodes a budget stopped (DeepSWE).
     length_buckets: the row lengths batches are padded to (rl.batch.row_length_buckets).
-    num_iterations: optimizer steps per batch (DeepSWE: 1).
+    num_iterations: passes over the batch (verl's ppo_epochs; DeepSWE: 1). mini_batches: each
+    pass is this many optimizer steps on consecutive task groups, each normalised on its own
+    (verl's ppo_mini_batch_size = tasks per step / mini_batches; 1 = one step per pass).
     """
 
     micro_batch_size: int
@@ -71,6 +73,7 @@ class UpdateSettings:
     compact_filtering: bool = True
     length_buckets: tuple[int, ...] = ()
     num_iterations: int = 1
+    mini_batches: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,10 +127,12 @@ def update_policy(
     settings: UpdateSettings,
 ) -> tuple[TrainState, dict[str, float]]:
     """Batch the trajectories (advantages, compact filter, rows padded to a length bucket) and
-    take `settings.num_iterations` optimizer steps on them; a batch without loss tokens is
-    skipped (train/skipped = 1).
+    take `settings.num_iterations` passes over them, each `settings.mini_batches` optimizer
+    steps on consecutive task groups (verl's dp_actor.update_policy: for each epoch, for each
+    mini-batch, one step); a batch without loss tokens is skipped (train/skipped = 1).
 
-    Returns the new state and the batch metrics plus the last step's train/ metrics.
+    Returns the new state and the batch metrics plus the last step's train/ metrics and the
+    number of optimizer steps taken (train/optimizer_steps).
     """
     batch = assemble_batch(
         trajectories,
@@ -135,20 +140,30 @@ def update_policy(
         advantage=settings.advantage,
         compact_filtering=settings.compact_filtering,
         length_buckets=settings.length_buckets,
+        mini_batches=settings.mini_batches,
     )
     metrics = batch_metrics(batch.stats, len(batch.micro_batches))
     if not batch.micro_batches:
         return state, {**metrics, "train/skipped": 1.0}
     # Every process built the same global batch; each feeds the rows its devices hold.
     micro_batches = [process_local_record(mb, trainer.batch_sharding) for mb in batch.micro_batches]
+    sizes = batch.mini_batch_sizes or (len(micro_batches),)
+    starts = np.cumsum((0, *sizes)).tolist()
     old_logprobs = None
-    if settings.num_iterations > 1:  # several updates per batch: clip against the pre-update policy
+    if settings.num_iterations > 1 or len(sizes) > 1:
+        # Several updates per batch: every one clips against the pre-update policy (verl
+        # computes old_log_probs once, before the mini-batch loop).
         old_logprobs = [trainer.logprobs(state.params, mb) for mb in micro_batches]
+    steps = 0
     for _ in range(settings.num_iterations):
-        state, train_metrics = trainer.step(state, micro_batches, old_logprobs)
+        for start, stop in zip(starts[:-1], starts[1:], strict=True):
+            old = None if old_logprobs is None else old_logprobs[start:stop]
+            state, train_metrics = trainer.step(state, micro_batches[start:stop], old)
+            steps += 1
     return state, {
         **metrics,
         "train/skipped": 0.0,
+        "train/optimizer_steps": float(steps),
         **{f"train/{key}": value for key, value in train_metrics.items()},
     }
 
@@ -210,9 +225,9 @@ def log_progress(
 def published_weights(params: nnx.State, sampler: Sampler) -> nnx.State:
     """What the sampler is given: the trainer's params, or with several processes a whole host
     copy on each (a collective), since each process's sampler runs on its own devices; a
-    sampler that extracts what it needs from the sharded params itself (`syncs_global_arrays`,
-    the vLLM sampler) gets them as they are."""
-    if jax.process_count() == 1 or getattr(sampler, "syncs_global_arrays", False):
+    sampler that extracts what it needs from the sharded params itself
+    (`Sampler.syncs_global_arrays`, the vLLM sampler) gets them as they are."""
+    if sampler.syncs_global_arrays or jax.process_count() == 1:
         return params
     return host_copy(params)
 

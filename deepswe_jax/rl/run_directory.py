@@ -6,7 +6,8 @@
       tensorboard/         the same as TensorBoard events
       checkpoints/<step>/  parameters, optimizer state, step, RNG key, data position, config
 
-    with RunDirectory(workdir, config.to_dict(), CheckpointSettings(every=10)) as run_dir:
+    with RunDirectory(workdir, config.to_dict(), CheckpointSettings(every=10),
+                      model_config=config.model.to_dict()) as run_dir:
         run = run_dir.restore_or_init(trainer, initial_params, seed=0)
         run_dir.open_metrics(run.iteration)
         ... state = trainer.step(...)
@@ -33,6 +34,7 @@ import numpy as np
 from flax import nnx
 
 from deepswe_jax.checkpoint import TrainCheckpoints, restore_target
+from deepswe_jax.model import Qwen3Config
 from deepswe_jax.parallel.distributed import is_primary_process
 from deepswe_jax.rl.metrics import MetricsWriter
 from deepswe_jax.rl.train_step import Trainer, TrainState
@@ -84,6 +86,8 @@ class RunDirectory:
       config: the resolved experiment config as a json-ready mapping (ConfigDict.to_dict()),
         written to config.json and into every checkpoint.
       checkpoint: when to save and how many to keep.
+      model_config: the policy's HF config.json fields (a mapping or Qwen3Config), saved with
+        every checkpoint so a step folder is also a parameters directory.
     """
 
     def __init__(
@@ -91,9 +95,12 @@ class RunDirectory:
         workdir: str | os.PathLike,
         config: Mapping[str, Any],
         checkpoint: CheckpointSettings,
+        *,
+        model_config: Mapping[str, Any] | Qwen3Config,
     ):
         self.workdir = Path(workdir).resolve()
         self.config = config
+        self.model_config = model_config
         self.settings = checkpoint
         self.primary = is_primary_process()
         self.checkpoints: TrainCheckpoints | None = None
@@ -171,6 +178,7 @@ class RunDirectory:
             opt_state=state.opt_state,
             rng_key=rng_key,
             data_position={**data_position, "optimizer_steps": int(state.step)},
+            model_config=self.model_config,
             config=self.config,
             force=force,
         )

@@ -50,7 +50,7 @@ def negative_log_likelihood(logprobs: jax.Array, mask: jax.Array) -> tuple[jax.A
 
 @dataclasses.dataclass(frozen=True)
 class NegativeLogLikelihoodLoss:
-    """The SFT objective as a `train_step.MicroBatchLoss`: token-mean NLL over `loss_mask`.
+    """The SFT objective as an `objectives.MicroBatchLoss`: token-mean NLL over `loss_mask`.
 
     Metrics: perplexity (exp of the step's mean NLL) and target_logprob_min (the least likely
     trained token, a sign of what is not yet learned).

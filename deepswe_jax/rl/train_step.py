@@ -1,7 +1,8 @@
-"""Train state, AdamW, and the sharded update with gradient accumulation.
+"""Train state and the sharded update with gradient accumulation.
 
 One optimizer step over the micro-batches of a `TrainBatch` (experiment.make_trainer builds
-the trainer a config describes):
+the trainer a config describes; the optimizer comes from rl/optimizer.py, the objective from
+rl/objectives.py):
 
     trainer = Trainer(model, make_optimizer(OptimizerSettings(lr=1e-6)), LossSettings(), mesh=mesh)
     state = trainer.init_state(params)                    # nnx.State of a Qwen3ForCausalLM
@@ -27,7 +28,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +41,7 @@ from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import DEFAULT_RULES, batch_sharding, state_shardings, use_rules
 from deepswe_jax.rl.batch import MicroBatch
 from deepswe_jax.rl.logprobs import token_logprobs
-from deepswe_jax.rl.loss import policy_loss, ratio_metrics
+from deepswe_jax.rl.objectives import LossSettings, MicroBatchLoss, PolicyGradientLoss
 
 
 @jax.tree_util.register_dataclass
@@ -53,155 +54,6 @@ class TrainState:
     step: jax.Array
     params: nnx.State
     opt_state: optax.OptState
-
-
-@dataclasses.dataclass(frozen=True)
-class OptimizerSettings:
-    """AdamW with global-norm clipping (config.rl, or config.sft for SFT).
-
-    grad_clip: global-norm threshold, 0 = off. warmup_steps: linear warmup from 0.
-    decay_steps: > 0 decays the learning rate to 0 by a cosine at that step (SFT); 0 keeps it
-    constant after warmup (DeepSWE).
-    """
-
-    lr: float
-    b1: float = 0.9
-    b2: float = 0.999
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
-    warmup_steps: int = 0
-    decay_steps: int = 0
-
-
-def learning_rate_schedule(settings: OptimizerSettings) -> optax.Schedule:
-    """Linear warmup from 0 over `warmup_steps`, then constant `lr` (DeepSWE: constant); with
-    `decay_steps` > 0 a cosine decay from `lr` to 0 at step `decay_steps` instead (SFT)."""
-    lr, warmup = settings.lr, settings.warmup_steps
-    if settings.decay_steps > 0:
-        return optax.warmup_cosine_decay_schedule(
-            0.0, lr, warmup, max(settings.decay_steps, warmup + 1)
-        )
-    if warmup > 0:
-        return optax.linear_schedule(0.0, lr, warmup)  # holds lr afterwards
-    return optax.constant_schedule(lr)
-
-
-def make_optimizer(settings: OptimizerSettings) -> optax.GradientTransformation:
-    """Global-norm clipping (`grad_clip`, 0 = off) then AdamW with decay on every parameter
-    (as torch AdamW in verl, which DeepSWE trained with); learning rate as
-    `learning_rate_schedule(settings)`."""
-    adamw = optax.adamw(
-        learning_rate_schedule(settings),
-        b1=settings.b1,
-        b2=settings.b2,
-        weight_decay=settings.weight_decay,
-    )
-    if settings.grad_clip > 0:
-        return optax.chain(optax.clip_by_global_norm(settings.grad_clip), adamw)
-    return adamw
-
-
-@dataclasses.dataclass(frozen=True)
-class LossSettings:
-    """The loss hyperparameters (config.rl, and the response budget of config.agent).
-
-    max_response_len: the constant of 'seq_sum_const' (config.agent.max_context).
-    sequences: which sequences a per-sequence mode divides by: 'all' (DeepSWE) | 'trained'
-      (rl/loss.py).
-    logprob_chunk: sequence positions per chunk of the log-prob computation.
-    temperature: the sampler's temperature, so trainer and sampler score the same distribution.
-    """
-
-    mode: str = "seq_sum_const"
-    eps_low: float = 0.2
-    eps_high: float = 0.28
-    max_response_len: int = 32768
-    sequences: str = "all"
-    logprob_chunk: int = 1024
-    temperature: float = 1.0
-
-
-class MicroBatchLoss(Protocol):
-    """A training objective evaluated one micro-batch at a time inside the jitted step.
-
-    __call__(logprobs, entropy, batch) -> (loss_sum, denominator, metric_sums):
-      logprobs / entropy: [rows, length] float32 under the current params (logprobs carries the
-        gradient); batch: the micro-batch's arrays by MicroBatch field name, plus
-        "old_logprobs" [rows, length] (the policy before this batch's first update; equal to
-        stop_gradient(logprobs) when each batch gets one update).
-      The batch loss is sum(loss_sum) / sum(denominator) over micro-batches, so accumulation is
-      exact. metric_sums: float32 scalars combined across micro-batches by summation, or by
-      min / max for keys ending in _min / _max.
-    summarize(sums) -> metrics: host-side metrics (Python floats) from the combined
-      metric_sums of one step.
-    """
-
-    def __call__(
-        self, logprobs: jax.Array, entropy: jax.Array, batch: dict[str, jax.Array]
-    ) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]: ...
-
-    def summarize(self, sums: dict[str, float]) -> dict[str, float]: ...
-
-
-@dataclasses.dataclass(frozen=True)
-class PolicyGradientLoss:
-    """GRPO++ (rl/loss.py policy_loss) with importance-ratio metrics against the old policy and
-    against the sampler's log-probs (trainer/sampler mismatch). A `MicroBatchLoss`."""
-
-    settings: LossSettings
-
-    def __call__(
-        self, logprobs: jax.Array, entropy: jax.Array, batch: dict[str, jax.Array]
-    ) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]:
-        settings = self.settings
-        old = batch["old_logprobs"]
-        total, denominator = policy_loss(
-            logprobs,
-            old,
-            batch["advantages"],
-            batch["loss_mask"],
-            eps_low=settings.eps_low,
-            eps_high=settings.eps_high,
-            mode=settings.mode,
-            max_response_len=settings.max_response_len,
-            segment_ids=batch["segment_ids"],
-            sequences=settings.sequences,
-            absent_sequences=batch["absent_sequences"],
-        )
-        mask = batch["loss_mask"]
-        clip = {"eps_low": settings.eps_low, "eps_high": settings.eps_high}
-        current = jax.lax.stop_gradient(logprobs)
-        policy = ratio_metrics(current, old, batch["advantages"], mask, **clip)
-        sampler = ratio_metrics(old, batch["sampler_logprobs"], batch["advantages"], mask, **clip)
-        return (
-            total,
-            denominator,
-            {
-                **{f"policy_{key}": value for key, value in policy.items()},
-                **{f"sampler_{k}": v for k, v in sampler.items() if "clipped" not in k},
-                # |trainer - sampler| logprob per loss token: how far the sampler's numerics
-                # are from the trainer's (same weights; 0 up to float rounding).
-                "sampler_logprob_abs_diff_sum": jnp.where(
-                    mask > 0, jnp.abs(old - batch["sampler_logprobs"]), 0.0
-                ).sum(),
-            },
-        )
-
-    def summarize(self, sums: dict[str, float]) -> dict[str, float]:
-        tokens = max(float(sums["policy_tokens"]), 1.0)
-        return {
-            "clip_frac_low": float(sums["policy_clipped_low"]) / tokens,
-            "clip_frac_high": float(sums["policy_clipped_high"]) / tokens,
-            "policy_approx_kl": float(sums["policy_approx_kl_sum"]) / tokens,
-            "ratio_mean": float(sums["policy_ratio_sum"]) / tokens,
-            "ratio_min": float(sums["policy_ratio_min"]),
-            "ratio_max": float(sums["policy_ratio_max"]),
-            "sampler_approx_kl": float(sums["sampler_approx_kl_sum"]) / tokens,
-            "sampler_ratio_mean": float(sums["sampler_ratio_sum"]) / tokens,
-            "sampler_ratio_min": float(sums["sampler_ratio_min"]),
-            "sampler_ratio_max": float(sums["sampler_ratio_max"]),
-            "sampler_logprob_abs_diff": float(sums["sampler_logprob_abs_diff_sum"]) / tokens,
-        }
 
 
 def _merge_sums(a: dict[str, jax.Array], b: dict[str, jax.Array]) -> dict[str, jax.Array]:

@@ -56,6 +56,13 @@ class Completion:
 class Sampler(Protocol):
     """A token generator the agent loop can drive from many coroutines at once."""
 
+    @property
+    def syncs_global_arrays(self) -> bool:
+        """Whether `sync_weights` takes the trainer's params as they are, sharded global arrays
+        included, and extracts what it needs itself (the vLLM sampler); False: with several JAX
+        processes it needs a whole host copy on each (`rl.loop.published_weights`)."""
+        ...
+
     async def generate(self, requests: Sequence[GenerateRequest]) -> list[Completion]:
         """One completion per request, in request order."""
         ...

@@ -19,7 +19,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 
-from deepswe_jax.model.qwen3 import CACHE_LOGICAL_AXES, Qwen3ForCausalLM
+from deepswe_jax.model.kv_cache import VALUES_LOGICAL_AXES
+from deepswe_jax.model.qwen3 import Qwen3ForCausalLM
 from deepswe_jax.parallel import DEFAULT_RULES, logical_to_sharding, state_shardings
 from deepswe_jax.parallel.sharding import Rules
 
@@ -38,9 +39,10 @@ def _bytes_per_device(shape: Sequence[int], dtype: Any, sharding: NamedSharding)
 
 
 def cache_shape(config: Any, slots: int, max_cache_len: int) -> tuple[int, ...]:
-    """[layers, slots, positions, kv_heads, head_dim] of the keys (and of the values)."""
+    """[layers, slots, kv_heads, positions, head_dim] of the values (the keys hold as many, with
+    positions last)."""
     c = config
-    return (c.num_hidden_layers, slots, max_cache_len, c.num_key_value_heads, c.head_dim)
+    return (c.num_hidden_layers, slots, c.num_key_value_heads, max_cache_len, c.head_dim)
 
 
 def memory_per_device(
@@ -60,5 +62,6 @@ def memory_per_device(
         for leaf, sharding in zip(jax.tree.leaves(state), jax.tree.leaves(shardings), strict=True)
     )
     shape = cache_shape(model.config, slots, max_cache_len)
-    cache_sharding = logical_to_sharding(CACHE_LOGICAL_AXES, mesh, rules, shape=shape)
+    # keys and values hold the same bytes, sharded alike (batch and kv heads)
+    cache_sharding = logical_to_sharding(VALUES_LOGICAL_AXES, mesh, rules, shape=shape)
     return weights, 2 * _bytes_per_device(shape, model.dtype, cache_sharding)

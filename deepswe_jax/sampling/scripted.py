@@ -33,6 +33,8 @@ class ScriptedSampler:
     Asking for more turns than the script holds raises `RuntimeError`.
     """
 
+    syncs_global_arrays = False  # sync_weights records whatever it is given
+
     def __init__(self, script: Script | Callable[[tuple[int, ...]], Script]):
         self._script_for = script if callable(script) else (lambda _prompt: script)
         # (context so far: last prompt + completion, script, index of the next turn)

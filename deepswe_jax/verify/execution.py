@@ -9,8 +9,10 @@ containers and count what passes.
   provided), added to the repository after the candidate patch; its score is the fraction of
   its tests passing.
 
-Every run is `env.grading.grade_patch` on a probe of the task whose selected tests are these
-(the hidden `test_patch` is never applied; the reproduction file takes its place), so a
+Every run is `env.grading.grade_patch` on a probe of the task whose selected tests are these,
+run by pytest in the repository's environment of the task's layout (`layout_test_cmd`: the
+conda testbed of SWE-bench images, the venv of R2E-Gym's) (the hidden `test_patch` is never
+applied; the reproduction file takes its place), so a
 candidate is applied, and its edits to tests and pytest configuration discarded, exactly as
 in grading, in a fresh container from the task image: a local Docker container, or a
 runtime of `runtime_factory` (e.g. a Kubernetes pod of `k8s_runtime.K8sPodFactory`).
@@ -29,7 +31,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from deepswe_jax.env.grading import DEFAULT_TIMEOUT, GradeResult, grade_patch
-from deepswe_jax.env.harness import PASSING, default_test_cmd, parse_pytest_summary
+from deepswe_jax.env.harness import (
+    PASSING,
+    PytestHarness,
+    default_test_cmd,
+    parse_pytest_summary,
+)
+from deepswe_jax.env.layouts import LAYOUTS
 from deepswe_jax.env.tasks import Task, is_test_path, unified_diff
 from deepswe_jax.verify.select import CandidateScores
 
@@ -104,8 +112,22 @@ class ExecutionScore:
         )
 
 
+def layout_test_cmd(layout_name: str, test_ids: Sequence[str]) -> str:
+    """pytest on `test_ids` (none: the whole suite) in the repository's environment of the
+    layout, as the agent's commands see it (`env.layouts`): its setup (R2E-Gym: /root/.venv ->
+    /testbed/.venv) and activation (SWE-bench: conda's testbed; R2E-Gym: its PATH) first. The
+    image's own python3 may lack the repository's dependencies."""
+    layout = LAYOUTS[layout_name]
+    pytest = default_test_cmd(test_ids)
+    if not (layout.setup or layout.activate):
+        return pytest
+    setup = f"{{ {layout.setup}}} >/dev/null 2>&1; " if layout.setup else ""
+    return f"{setup}{layout.activate or 'true'} && {pytest}"
+
+
 def _probe(task: Task, test_ids: Sequence[str], reproduction: ReproductionTest | None) -> Task:
-    """`task` with its selected tests replaced by `test_ids` (and the reproduction file)."""
+    """`task` with its selected tests replaced by `test_ids` (and the reproduction file), run
+    by pytest in the layout's environment."""
     targets = list(test_ids) + ([reproduction.path] if reproduction else [])
     return dataclasses.replace(
         task,
@@ -114,7 +136,7 @@ def _probe(task: Task, test_ids: Sequence[str], reproduction: ReproductionTest |
         test_patch=unified_diff(reproduction.path, None, reproduction.content)
         if reproduction
         else "",
-        test_cmd=default_test_cmd(targets),  # no ids: pytest collects the whole suite
+        test_cmd=layout_test_cmd(task.layout, targets),
         expected_output_json=None,
     )
 
@@ -127,7 +149,10 @@ def _run(
     **grading: Any,
 ) -> tuple[GradeResult, dict[str, str]]:
     """Grades `patch` on the probe task; returns the result and the per-test statuses."""
-    result = grade_patch(_probe(task, test_ids, reproduction), patch, skip_empty=False, **grading)
+    # Always pytest, whose summary is read here: a SWE-bench row's harness would run the row's
+    # own eval script (its hidden tests), an R2E-Gym row's its run_tests.sh.
+    probe = _probe(task, test_ids, reproduction)
+    result = grade_patch(probe, patch, skip_empty=False, harness=PytestHarness(), **grading)
     statuses = parse_pytest_summary(result.test_log) if result.status in RAN else {}
     return result, statuses
 

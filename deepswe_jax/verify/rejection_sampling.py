@@ -1,9 +1,11 @@
 """Rejection sampling for fine-tuning (SWE-Gym): which trajectories an SFT round trains on.
 
-Keep resolved trajectories only, at most `max_per_task` per task (SWE-Gym: a cap of 2 beat
-no cap and caps of 1 or 3, because easy tasks otherwise dominate the data), preferring the
-ones that took fewer steps (then fewer tokens). Identical token sequences count once, so
-repeated deterministic rollouts (e.g. the scripted expert) do not fill a task's cap.
+Keep trajectories the agent finished with a patch the grader resolved (`Trajectory.resolved`;
+a resolving patch left behind when a budget ran out does not count, since its conversation
+never calls finish, the behaviour SFT should teach), at most `max_per_task` per task (SWE-Gym:
+a cap of 2 beat no cap and caps of 1 or 3, because easy tasks otherwise dominate the data),
+preferring the ones that took fewer steps (then fewer tokens). Identical token sequences count
+once, so repeated deterministic rollouts (e.g. the scripted expert) do not fill a task's cap.
 """
 
 from __future__ import annotations
@@ -14,15 +16,6 @@ from dataclasses import dataclass
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
 
 SWE_GYM_MAX_PER_TASK = 2
-
-
-def is_resolved(trajectory: Trajectory) -> bool:
-    """Finished by the agent, graded resolved (reward 1) and free of infrastructure errors."""
-    return (
-        trajectory.reward >= 1.0
-        and trajectory.stop_reason is StopReason.finished
-        and not trajectory.infra_error
-    )
 
 
 @dataclass(frozen=True)
@@ -51,7 +44,7 @@ def select_for_sft(
             f"max_per_task={max_per_task}; keep at least 1 trajectory per task (SWE-Gym: 2)"
         )
     candidates = list(trajectories)
-    resolved = [t for t in candidates if is_resolved(t)]
+    resolved = [t for t in candidates if t.resolved and t.stop_reason is StopReason.finished]
     by_task: dict[str, list[Trajectory]] = {}
     for trajectory in resolved:
         by_task.setdefault(trajectory.task_id, []).append(trajectory)

@@ -229,14 +229,11 @@ class VerifierPrompt:
         return self.yes_ids if resolved else self.no_ids
 
 
-def is_resolved(trajectory: Trajectory) -> bool | None:
-    """The verifier's label: did the final patch resolve the task (its grade says so)?
-    None when the trajectory was not graded or an infrastructure error spoiled it."""
-    if trajectory.infra_error or trajectory.grade is None:
-        return None
-    if trajectory.grade.get("status") == "infra_error":
-        return None
-    return bool(trajectory.grade["resolved"])
+def has_label(trajectory: Trajectory) -> bool:
+    """The trajectory can teach the verifier: it was graded and no container or grader failure
+    spoiled it (`infra_error` covers a grade with status infra_error). Its label is
+    `trajectory.resolved`: did the grader resolve the final patch."""
+    return trajectory.grade is not None and not trajectory.infra_error
 
 
 def select_verifier_trajectories(
@@ -252,9 +249,9 @@ def select_verifier_trajectories(
     rng = np.random.default_rng(seed)
     by_task: dict[str, dict[bool, list[int]]] = {}
     for index, trajectory in enumerate(trajectories):
-        label = is_resolved(trajectory)
-        if label is not None:
-            by_task.setdefault(trajectory.task_id, {True: [], False: []})[label].append(index)
+        if has_label(trajectory):
+            groups = by_task.setdefault(trajectory.task_id, {True: [], False: []})
+            groups[trajectory.resolved].append(index)
     chosen: dict[bool, list[int]] = {True: [], False: []}
     for groups in by_task.values():
         for label, indices in groups.items():
@@ -291,9 +288,9 @@ def verifier_examples(
     """
     examples = []
     for trajectory in trajectories:
-        label = is_resolved(trajectory)
-        if label is None:
+        if not has_label(trajectory):
             continue
+        label = trajectory.resolved
         if trajectory.task_id not in problem_statements:
             raise KeyError(
                 f"no problem statement for task {trajectory.task_id!r}; pass the task file the "

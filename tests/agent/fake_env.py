@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 
+from deepswe_jax.env.grading import GradeResult
 from deepswe_jax.env.tasks import Task
 
 BUGGY_SOURCE = "def add(a, b):\n    return a - b\n"
@@ -37,17 +38,6 @@ class FakeStepResult:
     exit_code: int | None
     duration_s: float
     env_error: bool
-
-
-@dataclass(frozen=True)
-class FakeGrade:
-    instance_id: str
-    status: str
-    reward: float
-
-    @property
-    def infra_error(self) -> bool:
-        return self.status == "infra_error"
 
 
 class FakeEnv:
@@ -105,14 +95,13 @@ class FakeEnvPool:
         finally:
             self.released += 1
 
-    async def grade(self, task: Task, patch: str, *, timeout: float = 300) -> FakeGrade:
+    async def grade(self, task: Task, patch: str, *, timeout: float = 300) -> GradeResult:
         self.graded.append(patch)
         if self.fail_grade:
             raise RuntimeError("grader container failed to start")
         resolved = FIXED_SOURCE in patch
-        return FakeGrade(
-            task.instance_id, "resolved" if resolved else "unresolved", float(resolved)
-        )
+        status = "resolved" if resolved else "unresolved"
+        return GradeResult(task.instance_id, status, float(resolved), True, resolved)
 
     async def run_with_retries(self, episode, *, failed, name: str = "episode"):
         return await episode()  # no infrastructure to fail

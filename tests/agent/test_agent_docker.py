@@ -124,7 +124,7 @@ def test_gold_patch_policy_resolves_shipped_tasks(
         failed = [s["observation"] for s in trajectory.steps if "ERROR" in s.get("observation", "")]
         assert not failed, f"{task.instance_id}: a scripted step failed: {failed}"
         assert trajectory.stop_reason is StopReason.finished, trajectory.steps
-        assert trajectory.grade["status"] == "resolved", trajectory.grade["test_log"][-2000:]
+        assert trajectory.grade.status == "resolved", trajectory.grade.test_log[-2000:]
         assert trajectory.reward == 1.0 and not trajectory.infra_error
         assert trajectory.num_steps == len(replies[task.instance_id])
         assert trajectory.patch.strip() and "diff --git" in trajectory.patch
@@ -170,7 +170,7 @@ def test_budget_stops_release_containers(
 
     (no_tool, too_slow), active_after = asyncio.run(episodes())
     assert no_tool.stop_reason is StopReason.max_steps and no_tool.reward == 0.0
-    assert no_tool.patch == "" and no_tool.grade["status"] == "empty_patch"
+    assert no_tool.patch == "" and no_tool.grade.status == "empty_patch"
     assert too_slow.stop_reason is StopReason.timeout and too_slow.reward == 0.0
     assert too_slow.num_steps == 1 and not too_slow.infra_error
     assert active_after == 0

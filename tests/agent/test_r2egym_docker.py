@@ -182,7 +182,7 @@ def test_r2egym_episode_resolves_a_task_with_prompts_from_a_file(
 
     trajectory = asyncio.run(episode())
     assert trajectory.stop_reason is StopReason.finished, trajectory.steps
-    assert trajectory.grade["status"] == "resolved", trajectory.grade["test_log"][-2000:]
+    assert trajectory.grade.status == "resolved", trajectory.grade.test_log[-2000:]
     assert trajectory.reward == 1.0 and trajectory.num_steps == 3
     edited, ran = (step["observation"] for step in trajectory.steps[:2])
     assert edited.startswith(

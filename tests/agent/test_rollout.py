@@ -69,7 +69,7 @@ def test_tokens_are_exactly_the_sampled_ids(tokenizer: ChatTokenizer):
     assert trajectory.stop_reason is StopReason.finished
     assert (trajectory.reward, trajectory.num_steps, trajectory.infra_error) == (1.0, 3, False)
     assert (trajectory.rollout_index, trajectory.policy_version) == (2, 7)
-    assert FIXED_SOURCE in trajectory.patch and trajectory.grade["status"] == "resolved"
+    assert FIXED_SOURCE in trajectory.patch and trajectory.grade.status == "resolved"
     assert pool.acquired == pool.released == 1
     tokens, mask = trajectory.token_ids, trajectory.loss_mask
     expected_mask = [0] * len(tokens)

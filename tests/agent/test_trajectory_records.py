@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,10 +19,12 @@ from deepswe_jax.agent.trajectory import (
     trajectories_path,
     write_trajectories,
 )
+from deepswe_jax.env.grading import GradeResult
 from deepswe_jax.env.tasks import unified_diff
 from deepswe_jax.sampling.base import GenerateRequest, SamplingParams
 from deepswe_jax.sampling.scripted import ScriptedSampler, scripted_logprob
 from tests.assets.build_tokenizer import build_tokenizer
+from tests.bench.test_gpu_bench import blocking_environment
 
 
 def make_trajectory(**changes) -> Trajectory:
@@ -38,11 +43,15 @@ def make_trajectory(**changes) -> Trajectory:
         patch="diff --git a/x b/x\n+é\n",
         timings={"generation_s": 0.5, "total_s": 1.25},
         steps=({"step": 0, "assistant": "<think>\n✓\n</think>", "action": None},),
-        grade={
-            "status": "resolved",
-            "reward": 1.0,
-            "tests_status": {"FAIL_TO_PASS": {"success": ["t"]}},
-        },
+        grade=GradeResult(
+            "calc-1",
+            "resolved",
+            1.0,
+            patch_successfully_applied=True,
+            resolved=True,
+            tests_status={"FAIL_TO_PASS": {"success": ["t"], "failure": []}},
+            report={"calc-1": {"resolved": True}},
+        ),
     )
     fields.update(changes)
     return Trajectory(**fields)
@@ -60,6 +69,80 @@ def test_json_round_trip_is_exact(tmp_path: Path):
     assert len(path.read_text().splitlines()) == 2
     assert json.loads(path.read_text().splitlines()[1])["stop_reason"] == "timeout"
     assert read_trajectories(path)[1].stop_reason is StopReason.timeout
+
+
+# A line of trajectories.jsonl as written while Trajectory.grade was a dict of GradeResult's
+# fields (`dataclasses.asdict`), from before GradeResult had `report`.
+DICT_GRADE_LINE = (
+    '{"task_id": "calc-1", "rollout_index": 0, "policy_version": 3, "prompt_ids": [1, 2], '
+    '"token_ids": [1, 2, 7], "loss_mask": [0, 0, 1], "sampler_logprobs": [0.0, 0.0, -0.5], '
+    '"reward": 1.0, "stop_reason": "finished", "infra_error": false, "num_steps": 1, '
+    '"patch": "diff", "timings": {"total_s": 2.0}, "steps": [{"step": 0}], "grade": '
+    '{"instance_id": "calc-1", "status": "resolved", "reward": 1.0, '
+    '"patch_successfully_applied": true, "resolved": true, "tests_status": {"FAIL_TO_PASS": '
+    '{"success": ["tests/test_calc.py::test_add"], "failure": []}, "PASS_TO_PASS": '
+    '{"success": [], "failure": []}}, "test_log": "1 passed", "duration_s": 1.5, '
+    '"patch_exists": true, "patch_is_none": false, "error": ""}}'
+)
+
+
+def test_trajectories_written_with_a_dict_grade_still_load():
+    trajectory = Trajectory.from_json(DICT_GRADE_LINE)
+    assert isinstance(trajectory.grade, GradeResult) and trajectory.grade.report is None
+    assert trajectory.grade.tests_status["FAIL_TO_PASS"]["success"] == [
+        "tests/test_calc.py::test_add"
+    ]
+    assert trajectory.resolved and trajectory.grade.to_report()["calc-1"]["resolved"] is True
+    # Written again, the line is the old one with the new field's default.
+    expected = json.loads(DICT_GRADE_LINE)
+    expected["grade"]["report"] = None
+    assert json.loads(trajectory.to_json()) == expected
+    assert Trajectory.from_json(trajectory.to_json()) == trajectory
+
+
+def test_trajectories_load_without_the_docker_package(tmp_path):
+    """Training reads trajectories on machines without docker (the GPU machine): the grade's
+    type comes from env.grading, which loads docker only to grade in a local container."""
+    code = (
+        "import sys; from deepswe_jax.agent.trajectory import Trajectory; "
+        "t = Trajectory.from_json(sys.stdin.read()); assert t.resolved; "
+        "assert 'docker' not in sys.modules"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        input=DICT_GRADE_LINE,
+        env=blocking_environment(tmp_path),
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_resolved_is_the_graders_verdict_on_the_final_patch():
+    unresolved = dataclasses.replace(
+        make_trajectory().grade, status="unresolved", reward=0.0, resolved=False
+    )
+    assert make_trajectory().resolved
+    assert not make_trajectory(grade=None).resolved
+    assert not make_trajectory(grade=unresolved, reward=0.0).resolved
+    # SWE-bench's verdict: a patch that resolves counts however the episode stopped (the RL
+    # reward, 0 here, asks for a finished episode as well).
+    assert make_trajectory(stop_reason=StopReason.max_steps, reward=0.0).resolved
+
+
+def test_grades_are_the_graders_result():
+    with pytest.raises(TypeError, match="grade must be the grader's GradeResult"):
+        make_trajectory(grade={"status": "resolved", "resolved": True})
+    infra = GradeResult("calc-1", "infra_error", 0.0, False, False, error="docker died")
+    with pytest.raises(ValueError, match="needs infra_error=True"):
+        make_trajectory(grade=infra, reward=0.0)
+    assert make_trajectory(grade=infra, reward=0.0, infra_error=True).grade.infra_error
+    line = json.loads(DICT_GRADE_LINE)
+    del line["grade"]["resolved"]
+    line["grade"]["verdict"] = "yes"
+    with pytest.raises(ValueError, match=r"missing \['resolved'\], unexpected \['verdict'\]"):
+        Trajectory.from_json(json.dumps(line))
 
 
 def test_stop_reason_sets_live_on_the_enum():

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 import docker
 import pytest
 
-from deepswe_jax.env.docker_runtime import DockerRuntime, remove_stale_containers
+from deepswe_jax.env.docker_api import remove_stale_containers
+from deepswe_jax.env.docker_runtime import DockerRuntime
 from deepswe_jax.env.grading import GradeResult, check_tasks, format_checks, grade_patch
 from deepswe_jax.env.harness import parse_pytest_summary
 from deepswe_jax.env.harness_r2egym import r2e_status_map

@@ -30,21 +30,15 @@ from websocket import WebSocketConnectionClosedException
 
 from configs import tiny
 from deepswe_jax import experiment
-from deepswe_jax.env import k8s_pods, k8s_runtime
+from deepswe_jax.env import k8s_exec, k8s_pods
+from deepswe_jax.env.k8s_exec import EXEC_WRAPPER, exec_argv, file_archive, file_from_archive
 from deepswe_jax.env.k8s_pods import POD_INIT, K8sPodSettings, remove_stale_pods
-from deepswe_jax.env.k8s_runtime import (
-    EXEC_WRAPPER,
-    ClusterAccessError,
-    K8sPodFactory,
-    K8sRuntime,
-    exec_argv,
-    file_archive,
-    file_from_archive,
-)
+from deepswe_jax.env.k8s_runtime import ClusterAccessError, K8sPodFactory, K8sRuntime
 from deepswe_jax.env.ownership import LIVE_RUNTIMES, OWNER_LABEL, RUN_LABEL, owner_label
 from deepswe_jax.env.placement import FactoryPlacement
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.runtime import EnvironmentUnavailableError, MissingImageError
+from deepswe_jax.env.tools import python_command
 
 NAMESPACE = "deepswe-test"
 TIMEOUT = 30
@@ -349,7 +343,7 @@ def test_pod_is_isolated_limited_labelled_and_never_restarted():
     assert pod.spec.restart_policy == "Never"
     assert pod.spec.automount_service_account_token is False
     container = pod.spec.containers[0]
-    assert container.command == ["python3", "-c", POD_INIT]
+    assert container.command == python_command(["-c", POD_INIT])
     assert container.resources.limits == container.resources.requests
     assert container.resources.limits["memory"] == "2Gi"
     assert container.resources.limits["cpu"] == "500m"
@@ -539,8 +533,11 @@ def test_exec_commands_run_under_timeout_kill_in_the_workdir():
 
     runtime.call_tool("file_editor", {"command": "view", "path": "/testbed"}, timeout=90)
     tool = api.called("connect_get_namespaced_pod_exec")[2]["command"]
+    # On the first Python found, as the Docker tool server (not the tool's shebang).
     assert tool == exec_argv(
-        ["/usr/local/bin/file_editor", "view", "--path=/testbed"], timeout=90, workdir="/testbed"
+        python_command(["/usr/local/bin/file_editor", "view", "--path=/testbed"]),
+        timeout=90,
+        workdir="/testbed",
     )
     runtime.close()
 
@@ -593,7 +590,7 @@ def test_files_travel_as_tar_archives_over_exec():
             ScriptedExec(),
             ScriptedExec(),
             ScriptedExec(read_back.getvalue()),
-            ScriptedExec(b"", exit_status(k8s_runtime.READ_MISSING)),
+            ScriptedExec(b"", exit_status(k8s_exec.READ_MISSING)),
         ]
     )
     runtime = make_runtime(api)
@@ -743,6 +740,48 @@ def test_init_survives_the_agent_killing_everything_and_reaps_orphans(pod):
     listing = processes(pod)
     assert "import os, signal, time" in listing.splitlines()[0]
     assert "defunct" not in listing
+
+
+@pytest.fixture(scope="module")
+def image_without_python3_on_path(docker_client, tiny_task):
+    """tiny_task's image with its interpreter only at /opt/miniconda3/bin/python3, off PATH (as
+    images whose Python lives in an environment): `env python3` and `python3` find nothing."""
+    tag = f"deepswe-test/no-python3-on-path:{uuid.uuid4().hex[:8]}"
+    dockerfile = (
+        f"FROM {tiny_task.image}\n"
+        'RUN real="$(readlink -f "$(command -v python3)")" && mkdir -p /opt/miniconda3/bin'
+        ' && ln -s "$real" /opt/miniconda3/bin/python3'
+        " && rm -f /usr/bin/python3 /usr/local/bin/python3 && ! command -v python3\n"
+    )
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
+    yield tag
+    docker_client.images.remove(tag, force=True)
+
+
+def test_pods_find_python_off_path_for_init_and_tools(
+    container_api, image_without_python3_on_path, run_label
+):
+    """Before: the pod's command was `python3 -c POD_INIT` and tools ran by their
+    `#!/usr/bin/env python3` line, so such an image failed where Docker containers work."""
+    runtime = K8sRuntime(image_without_python3_on_path, run_label=run_label, api=container_api)
+    runtime.start()
+    try:
+        assert runtime.run("command -v python3 || echo none", timeout=TIMEOUT).output == "none\n"
+        init = processes(runtime).splitlines()[0]
+        assert "/opt/miniconda3/bin/python3 -c import os, signal, time" in init, init
+        created = runtime.call_tool(
+            "file_editor",
+            {"command": "create", "path": "/tmp/off_path.py", "file_text": "y = 2\n"},
+            timeout=TIMEOUT,
+        )
+        assert created.exit_code == 0, created.output
+        assert runtime.read_file("/tmp/off_path.py") == b"y = 2\n"
+        found = runtime.call_tool(
+            "search", {"search_term": "y = 2", "path": "/tmp"}, timeout=TIMEOUT
+        )
+        assert "off_path.py" in found.output, found.output
+    finally:
+        runtime.close()
 
 
 def test_diff_holds_edits_and_new_files(pod, tiny_task):

@@ -260,7 +260,7 @@ def test_pool_survives_a_docker_host_dying_mid_run(tiny_task, docker_client, sec
     for trajectory in trajectories:
         assert not trajectory.infra_error, trajectory.steps
         assert trajectory.stop_reason is StopReason.finished
-        assert trajectory.grade["status"] == "resolved" and trajectory.reward == 1.0
+        assert trajectory.grade.status == "resolved" and trajectory.reward == 1.0
     # The second host's two episodes failed with env_error and ran again on the first host.
     assert during["envs/episode_retries"] == 2 and during["envs/episodes_given_up"] == 0
     assert during["envs/env_errors"] == 2 and during["envs/host_failures"] == 1

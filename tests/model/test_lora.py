@@ -14,8 +14,9 @@ from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.model.lora import LoRAConfig, LoRAParam, apply_lora, merge_lora
 from deepswe_jax.parallel import make_mesh, shard_model
 from deepswe_jax.rl.batch import MicroBatch
+from deepswe_jax.rl.objectives import LossSettings
 from deepswe_jax.rl.sft import NegativeLogLikelihoodLoss
-from deepswe_jax.rl.train_step import LossSettings, Trainer
+from deepswe_jax.rl.train_step import Trainer
 
 MODEL = Qwen3Config(
     vocab_size=64,

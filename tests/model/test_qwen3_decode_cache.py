@@ -1,5 +1,6 @@
-"""Qwen3ForCausalLM.decode: multi-token chunks on a filled cache, and a donated cache updated in
-place (no full copy of the keys/values per step)."""
+"""Qwen3ForCausalLM.decode: multi-token chunks on a filled cache, reads bounded by the longest live
+row (model/kv_cache.py), and a donated cache updated in place (no full copy of the keys/values per
+step)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
+from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, kv_cache
 
 TINY = Qwen3Config(
     vocab_size=128,
@@ -60,6 +61,42 @@ def test_chunks_on_a_filled_cache_equal_the_full_forward(random_model):
                 logits[row, : chunk_lengths[row]], full[row, real], atol=1e-5, rtol=0
             )
     np.testing.assert_array_equal(np.asarray(cache.lengths), prompt_lengths + 2 * chunk_lengths)
+
+
+def test_read_lengths_step_by_at_most_a_quarter_up_to_the_cache_length():
+    assert kv_cache.read_lengths(80) == (32, 48, 64, 80)
+    reads = kv_cache.read_lengths(288)
+    assert reads[:9] == (32, 48, 64, 80, 96, 112, 128, 160, 192) and reads[-1] == 288
+    steps = zip(reads[:-1], reads[1:], strict=True)
+    assert all(longer <= shorter * 1.5 for shorter, longer in steps)
+    assert kv_cache.read_lengths(16) == (16,)
+
+
+@pytest.mark.parametrize("read_bytes", [kv_cache.CPU_READ_BYTES, 1], ids=["all rows", "row by row"])
+def test_reads_bounded_by_the_longest_live_row_equal_the_full_forward(
+    random_model, monkeypatch, read_bytes
+):
+    """Steps read only the first R of 80 slots, R in (32, 48, 64, 80) the shortest holding every
+    row with real tokens: while the longest row (60 slots) pauses (num_tokens 0) the others read
+    48 slots, then 64 once a row passes 48 (a read one slot too short would hide a key). Read
+    whole or a row at a time (as on a CPU for large caches), every live row's logits equal the
+    full forward's, and the paused row resumes unharmed."""
+    monkeypatch.setattr(kv_cache, "CPU_READ_BYTES", read_bytes)
+    step = nnx.jit(lambda m, ids, c, n: m.decode(ids, c, num_tokens=n))  # traced afresh
+    model = random_model
+    sequences = np.random.default_rng(7).integers(0, 128, (4, 72))
+    full = np.asarray(nnx.jit(lambda m, ids: m(ids))(model, jnp.asarray(sequences)))
+    lengths = np.array([48, 5, 33, 60])
+    prompts = np.where(np.arange(60) < lengths[:, None], sequences[:, :60], 0)
+    cache = model.init_cache(batch_size=4, max_length=80)
+    _, cache = step(model, jnp.asarray(prompts), cache, jnp.asarray(lengths))
+    for live in ([1, 1, 1, 0], [1, 1, 1, 0], [1, 1, 1, 1]):
+        ids = sequences[np.arange(4), lengths][:, None]
+        logits, cache = step(model, jnp.asarray(ids), cache, jnp.asarray(live))
+        for row in np.flatnonzero(live):
+            np.testing.assert_allclose(logits[row, 0], full[row, lengths[row]], atol=1e-5, rtol=0)
+        lengths = lengths + np.array(live)
+    np.testing.assert_array_equal(np.asarray(cache.lengths), [51, 8, 36, 61])
 
 
 def test_init_cache_outside_jit_can_be_donated(random_model):

@@ -27,13 +27,16 @@ from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.agent.trajectory import StopReason, Trajectory, read_trajectories
 from deepswe_jax.checkpoint import TrainCheckpoints, restore_params, save_params
+from deepswe_jax.env.grading import GradeResult
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.experiment import model_factory, optimizer_settings, train, update_settings
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, save_hf_checkpoint
 from deepswe_jax.parallel import make_mesh
 from deepswe_jax.rl.loop import tasks_for_iteration, update_policy
 from deepswe_jax.rl.metrics import read_metrics, rollout_metrics
-from deepswe_jax.rl.train_step import LossSettings, Trainer, make_optimizer
+from deepswe_jax.rl.objectives import LossSettings
+from deepswe_jax.rl.optimizer import make_optimizer
+from deepswe_jax.rl.train_step import Trainer
 from deepswe_jax.sampling.base import GenerateRequest, SamplingParams
 from deepswe_jax.sampling.jax_sampler import JaxSampler
 from deepswe_jax.sampling.scripted import ScriptedSampler
@@ -70,14 +73,6 @@ class MemoryStep:
     env_error: bool = False
 
 
-@dataclasses.dataclass(frozen=True)
-class MemoryGrade:
-    instance_id: str
-    status: str
-    reward: float
-    infra_error: bool = False
-
-
 class MemoryEnv:
     """A repository that is fixed once the agent calls file_editor; finish ends the episode."""
 
@@ -107,12 +102,13 @@ class MemoryPool:
     async def acquire(self, task: Task):
         yield MemoryEnv(task)
 
-    async def grade(self, task: Task, patch: str, *, timeout: float = 300) -> MemoryGrade:
+    async def grade(self, task: Task, patch: str, *, timeout: float = 300) -> GradeResult:
         self.graded += 1
         if self.graded == self.kill_at_grade:
             os.kill(os.getpid(), signal.SIGKILL)
         resolved = bool(patch)
-        return MemoryGrade(task.instance_id, "resolved" if resolved else "unresolved", resolved)
+        status = "resolved" if resolved else "unresolved"
+        return GradeResult(task.instance_id, status, float(resolved), True, resolved)
 
     async def run_with_retries(self, episode, *, failed, name: str = "episode"):
         return await episode()  # no infrastructure to fail
@@ -311,7 +307,7 @@ def test_init_from_hf_and_orbax_directories(tmp_path):
     model = model_factory(config)()
     model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
     save_hf_checkpoint(model, tmp_path / "hf")
-    save_params(tmp_path / "orbax", nnx.state(model, nnx.Param), model_config=config.model)
+    save_params(tmp_path / "orbax", nnx.state(model, nnx.Param), model_config=model_config)
     expected = jax.device_get(nnx.to_pure_dict(nnx.state(model, nnx.Param)))
     tasks = [make_task(0), make_task(1)]  # tasks_per_step=2
     pieces = dict(sampler=ScriptedSampler([]), env_pool=MemoryPool(), tasks=tasks)

@@ -73,6 +73,7 @@ def test_an_invalid_config_leaves_no_workdir(tmp_path):
         "checkpoint.every": (0, r"config.checkpoint.every=0 must be above 0"),
         "agent.step_timeout": (0.0, r"config.agent.step_timeout=0.0 must be above 0"),
         "sampler.kind": ("jaxx", "config.sampler.kind='jaxx'"),
+        "rl.mini_batches": (3, "config.rl.mini_batches=3 must divide config.rl.tasks_per_step=2"),
     }
     for name, (value, message) in refused.items():
         config = scripted_config(1)

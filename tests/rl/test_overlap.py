@@ -20,6 +20,7 @@ from configs import tiny
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.agent.trajectory import read_trajectories, trajectories_path
+from deepswe_jax.env.grading import GradeResult
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.experiment import train
 from deepswe_jax.rl.metrics import read_metrics
@@ -123,14 +124,6 @@ class Step:
     env_error: bool = False
 
 
-@dataclasses.dataclass(frozen=True)
-class Grade:
-    instance_id: str
-    status: str
-    reward: float
-    infra_error: bool = False
-
-
 class SlowEnv:
     """A repository that is fixed once the agent calls file_editor; finish ends the episode."""
 
@@ -154,9 +147,11 @@ class SlowPool:
     async def acquire(self, task: Task):
         yield SlowEnv(task)
 
-    async def grade(self, task: Task, patch: str, *, timeout: float = 300) -> Grade:
+    async def grade(self, task: Task, patch: str, *, timeout: float = 300) -> GradeResult:
         await asyncio.sleep(ENV_LATENCY_S)
-        return Grade(task.instance_id, "resolved" if patch else "unresolved", float(bool(patch)))
+        resolved = bool(patch)
+        status = "resolved" if resolved else "unresolved"
+        return GradeResult(task.instance_id, status, float(resolved), True, resolved)
 
     async def run_with_retries(self, episode, *, failed, name: str = "episode"):
         return await episode()  # no infrastructure to fail

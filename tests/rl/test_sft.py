@@ -10,6 +10,8 @@ from flax import nnx
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import make_mesh
+from deepswe_jax.rl.objectives import LossSettings
+from deepswe_jax.rl.optimizer import OptimizerSettings, learning_rate_schedule, make_optimizer
 from deepswe_jax.rl.sft import (
     NegativeLogLikelihoodLoss,
     negative_log_likelihood,
@@ -17,13 +19,7 @@ from deepswe_jax.rl.sft import (
     sft_batch_indices,
     truncate_trajectory,
 )
-from deepswe_jax.rl.train_step import (
-    LossSettings,
-    OptimizerSettings,
-    Trainer,
-    learning_rate_schedule,
-    make_optimizer,
-)
+from deepswe_jax.rl.train_step import Trainer
 
 MODEL = Qwen3Config(
     vocab_size=128,

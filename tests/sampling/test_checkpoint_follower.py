@@ -59,7 +59,8 @@ def save(checkpoints: TrainCheckpoints, step: int, state, config) -> None:
         opt_state=state.opt_state,
         rng_key=jax.random.key(0),
         data_position={"tasks_consumed": 0, "optimizer_steps": step},
-        config=config,
+        model_config=config.model.to_dict(),
+        config=config.to_dict(),
     )
     checkpoints.wait_until_finished()
 

@@ -18,6 +18,7 @@ from deepswe_jax.sampling import (
     SamplingParams,
     sample_next_tokens,
 )
+from deepswe_jax.sampling.jax_sampler import first_argmax
 
 CONFIG = Qwen3Config(
     vocab_size=101,
@@ -198,3 +199,16 @@ def test_sample_next_tokens_truncates_top_k_and_top_p_but_reports_full_logprobs(
     tokens, logprobs = draw(0.0, 1.0, 0)
     assert set(np.asarray(tokens).tolist()) == {0}
     np.testing.assert_allclose(logprobs, jnp.log(0.5), rtol=1e-5)
+
+
+def test_first_argmax_and_sampled_draws_equal_jax_argmax_and_categorical():
+    """The sampler's argmax (a max and a min, faster on CPU) keeps jnp.argmax's answers, ties
+    and NaN included, and its Gumbel-max draws are jax.random.categorical's for the same key."""
+    logits = jax.random.normal(jax.random.key(1), (64, 1000))
+    logits = logits.at[1, 7].set(10.0).at[1, 9].set(10.0)  # a tie: the first index wins
+    logits = logits.at[2, 5].set(jnp.nan)  # a NaN counts as the maximum, as in jnp.argmax
+    np.testing.assert_array_equal(first_argmax(logits), jnp.argmax(logits, axis=-1))
+    logits = jnp.nan_to_num(logits)
+    key, ones = jax.random.key(3), jnp.ones(64)
+    tokens, _ = sample_next_tokens(logits, key, ones, ones, jnp.zeros(64, jnp.int32))
+    np.testing.assert_array_equal(tokens, jax.random.categorical(key, logits, axis=-1))

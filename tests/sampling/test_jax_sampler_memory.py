@@ -57,7 +57,7 @@ def test_token_budget_sets_the_slots():
     )
     try:
         assert sampler.max_batch == 3  # 100 // 32
-        assert sampler._cache.keys.shape == (1, 3, 32, 1, 8)  # 3 rows of 32 positions
+        assert sampler._cache.values.shape == (1, 3, 1, 32, 8)  # 3 rows of 32 positions
     finally:
         sampler.close()
     with pytest.raises(ValueError, match="raise sampler.max_cache_tokens to at least 32"):

@@ -3,24 +3,31 @@
 import pytest
 
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
-from deepswe_jax.verify.rejection_sampling import is_resolved, select_for_sft
+from deepswe_jax.env.grading import GradeResult
+from deepswe_jax.verify.rejection_sampling import select_for_sft
 
 
 def trajectory(
     task_id: str,
     index: int,
     *,
-    reward: float = 1.0,
+    resolved: bool = True,
     steps: int = 3,
     response_tokens: int = 4,
     stop: StopReason = StopReason.finished,
     infra_error: bool = False,
     tokens_seed: int | None = None,
 ) -> Trajectory:
-    """A trajectory whose token ids are unique per (task_id, index) unless tokens_seed is given."""
+    """A graded trajectory whose token ids are unique per (task_id, index) unless tokens_seed is
+    given; reward as a rollout gives it (resolved and finished)."""
     prompt = (1, 2, 3)
     seed = index if tokens_seed is None else tokens_seed
     tokens = prompt + tuple(100 + seed for _ in range(response_tokens))
+    if infra_error:
+        grade = GradeResult(task_id, "infra_error", 0.0, False, False, error="grader died")
+    else:
+        status = "resolved" if resolved else "unresolved"
+        grade = GradeResult(task_id, status, float(resolved), True, resolved)
     return Trajectory(
         task_id=task_id,
         rollout_index=index,
@@ -29,14 +36,14 @@ def trajectory(
         token_ids=tokens,
         loss_mask=(0,) * len(prompt) + (1,) * response_tokens,
         sampler_logprobs=(0.0,) * len(prompt) + (-0.1,) * response_tokens,
-        reward=reward,
+        reward=float(grade.resolved and stop is StopReason.finished),
         stop_reason=stop,
         infra_error=infra_error,
         num_steps=steps,
         patch="diff",
         timings={},
         steps=(),
-        grade=None,
+        grade=grade,
     )
 
 
@@ -47,12 +54,12 @@ def keys(selection):
 def test_only_resolved_finished_trajectories_without_infra_errors():
     candidates = [
         trajectory("a", 0),
-        trajectory("a", 1, reward=0.0),
-        trajectory("b", 0, stop=StopReason.max_steps, reward=1.0),  # reward without finishing
+        trajectory("a", 1, resolved=False),
+        trajectory("b", 0, stop=StopReason.max_steps),  # a resolving patch, never submitted
         trajectory("c", 0, infra_error=True),
-        trajectory("d", 0, reward=0.0, stop=StopReason.timeout),
+        trajectory("d", 0, resolved=False, stop=StopReason.timeout),
     ]
-    assert [is_resolved(t) for t in candidates] == [True, False, False, False, False]
+    assert [t.resolved for t in candidates] == [True, False, True, False, False]
     selection = select_for_sft(candidates)
     assert keys(selection) == [("a", 0)]
     assert (selection.num_candidates, selection.num_resolved, selection.num_tasks) == (5, 1, 1)
@@ -67,7 +74,7 @@ def test_at_most_two_per_task_preferring_fewer_steps_then_fewer_tokens():
         trajectory("b", 0, steps=12),
         trajectory("b", 1, steps=12),  # a tie keeps the input order
         trajectory("b", 2, steps=12),
-        trajectory("c", 0, steps=1, reward=0.0),
+        trajectory("c", 0, steps=1, resolved=False),
     ]
     selection = select_for_sft(candidates)
     assert keys(selection) == [("a", 3), ("a", 1), ("b", 0), ("b", 1)]

@@ -11,6 +11,7 @@ from flax import nnx
 from configs import verifier_tiny
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
+from deepswe_jax.env.grading import GradeResult
 from deepswe_jax.experiment import initial_params, sharding_rules, train_verifier
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import make_mesh, shard_model
@@ -74,7 +75,7 @@ def make_trajectory(task_id, index, *, resolved, rng=None, grade=True, infra_err
         f"# {marker}\n",
         timings={},
         steps=steps,
-        grade={"status": status, "resolved": resolved} if grade else None,
+        grade=GradeResult(task_id, status, float(resolved), True, resolved) if grade else None,
     )
 
 
@@ -133,13 +134,13 @@ def test_selection_caps_two_per_task_and_balances():
     trajectories.append(make_trajectory("c", 3, resolved=True, grade=False))
     trajectories.append(make_trajectory("c", 4, resolved=True, infra_error=True))
     chosen = select_verifier_trajectories(trajectories, seed=0)
-    labels = [t.grade["resolved"] for t in chosen]
+    labels = [t.resolved for t in chosen]
     # positives: 2 (task a, capped); negatives: 1 + 2 + 2 capped, subsampled to 2.
     assert labels.count(True) == 2 and labels.count(False) == 2
     assert all(t.grade is not None and not t.infra_error for t in chosen)
     for task in "abc":
         for label in (True, False):
-            assert sum(t.task_id == task and t.grade["resolved"] == label for t in chosen) <= 2
+            assert sum(t.task_id == task and t.resolved == label for t in chosen) <= 2
     assert chosen == select_verifier_trajectories(trajectories, seed=0)  # seeded
 
 
@@ -221,7 +222,7 @@ def test_training_learns_a_recoverable_label_and_saves_a_loadable_verifier(tmp_p
     _, heldout = split_by_task(trajectories, 0.25, config.seed)
     verifier = load_verifier(tmp_path / "verifier", batch_size=8)
     scores = verifier.score(heldout, statements)
-    labels = [t.grade["resolved"] for t in heldout]
+    labels = [t.resolved for t in heldout]
     assert roc_auc(scores, labels) == pytest.approx(summary["auc"], abs=1e-6)
 
 

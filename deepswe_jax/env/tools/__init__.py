@@ -9,7 +9,6 @@ installed as `/usr/local/bin/<name>`, so the agent can also call them from bash.
 from __future__ import annotations
 
 import io
-import shlex
 import tarfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -75,17 +74,24 @@ def tool_argv(name: str, params: Mapping[str, object]) -> list[str]:
     return argv
 
 
-def server_command(server_args: Sequence[str] = ()) -> list[str]:
-    """The container command that runs the tool server (with `server_args`, e.g. its
-    --disk-limit) on the first of SERVER_PYTHONS present (`exec`, so the server is PID 1)."""
+def python_command(args: Sequence[str]) -> list[str]:
+    """A command running `python3 <args>` on the first of SERVER_PYTHONS present (`exec`, so it
+    keeps the process: PID 1 in a container), for images without python3 on PATH; exit 127
+    with a message naming the places looked at when there is none. The arguments travel as
+    the shell's positional parameters, never through its parser."""
     candidates = " ".join(SERVER_PYTHONS)
-    server = " ".join(shlex.quote(part) for part in (SERVER_PATH, *server_args))
     script = (
         f"for p in {candidates}; do "
-        f'if command -v "$p" >/dev/null 2>&1; then exec "$p" -u {server}; fi; done; '
+        f'if command -v "$p" >/dev/null 2>&1; then exec "$p" "$@"; fi; done; '
         f"echo 'no python3 in this image (looked for {candidates})' >&2; exit 127"
     )
-    return ["/bin/sh", "-c", script]
+    return ["/bin/sh", "-c", script, "python3", *args]
+
+
+def server_command(server_args: Sequence[str] = ()) -> list[str]:
+    """The container command that runs the tool server (with `server_args`, e.g. its
+    --disk-limit) on the first of SERVER_PYTHONS present (`python_command`)."""
+    return python_command(["-u", SERVER_PATH, *server_args])
 
 
 def install_archive() -> bytes:

@@ -10,7 +10,7 @@ first and last 64 KiB, so huge outputs cannot exhaust the container's memory.
 
 Commands run in the repository's environment when the image has one: ENV_FILE holds
 the environment its activation produced (conda `testbed` in SWE-bench images, R2E-Gym's
-PATH in R2E-Gym images; written by deepswe_jax.env.layouts.prepare_runtime).
+PATH in R2E-Gym images; written by deepswe_jax.env.runtime.prepare_runtime).
 """
 
 import argparse

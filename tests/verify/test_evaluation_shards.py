@@ -12,8 +12,13 @@ from pathlib import Path
 import pytest
 
 from deepswe_jax.agent.trajectory import Trajectory
-from deepswe_jax.verify import evaluation
-from tests.verify.test_evaluate import ONE_PER_REPO, check_predictions, check_reports, run_evaluate
+from deepswe_jax.verify.evaluation import shards, store, summary
+from tests.verify.test_evaluation_run import (
+    ONE_PER_REPO,
+    check_predictions,
+    check_reports,
+    run_evaluate,
+)
 
 TASK_IDS = ONE_PER_REPO[:3]  # shard 0 of 2 takes the first and third, shard 1 the second
 FLAGS = ("--policy=gold", f"--instance_ids={','.join(TASK_IDS)}", "--num_runs=2")
@@ -24,16 +29,14 @@ SESSION_KEYS = {"wall_s", "mean_episode_s", "pairs_run_this_session", "merged_sh
 
 
 def read_summary(output_dir: Path) -> dict:
-    return json.loads((output_dir / evaluation.SUMMARY_FILE).read_text())
+    return json.loads((output_dir / summary.SUMMARY_FILE).read_text())
 
 
 def results(output_dir: Path) -> dict[tuple[str, int], tuple]:
     """{(task, run): (reward, patch, grade status)} of trajectories.jsonl."""
-    lines = (output_dir / evaluation.TRAJECTORIES_FILE).read_text().splitlines()
+    lines = (output_dir / store.TRAJECTORIES_FILE).read_text().splitlines()
     trajectories = map(Trajectory.from_json, lines)
-    return {
-        (t.task_id, t.rollout_index): (t.reward, t.patch, t.grade["status"]) for t in trajectories
-    }
+    return {(t.task_id, t.rollout_index): (t.reward, t.patch, t.grade.status) for t in trajectories}
 
 
 def test_merged_shards_equal_one_process_evaluation(tmp_path):
@@ -41,8 +44,8 @@ def test_merged_shards_equal_one_process_evaluation(tmp_path):
     run_evaluate(single, *FLAGS, SELECT)
     run_evaluate(sharded, *FLAGS, SELECT, "--num_processes=2", "--process_id=0")
     with pytest.raises(FileNotFoundError, match=r"shard_1-of-2 is missing .*--process_id=1 "):
-        evaluation.merge_shards(sharded)
-    assert not (sharded / evaluation.SUMMARY_FILE).exists()
+        shards.merge_shards(sharded)
+    assert not (sharded / summary.SUMMARY_FILE).exists()
     run_evaluate(sharded, *FLAGS, SELECT, "--num_processes=2", "--process_id=1")
     run_evaluate(sharded, "--merge_shards")
 
@@ -77,24 +80,24 @@ def test_merged_shards_equal_one_process_evaluation(tmp_path):
 
     unfinished = tmp_path / "unfinished"
     shutil.copytree(sharded, unfinished)
-    shard_trajectories = unfinished / "shard_1-of-2" / evaluation.TRAJECTORIES_FILE
+    shard_trajectories = unfinished / "shard_1-of-2" / store.TRAJECTORIES_FILE
     lines = shard_trajectories.read_text().splitlines(keepends=True)
     torn = "".join(lines[:-1]) + lines[-1][:50]  # a process killed while writing its last pair
     shard_trajectories.write_text(torn)
     with pytest.raises(
         ValueError, match=r"shard_1-of-2 has not finished: 1 of its 2 .*--process_id=1 "
     ):
-        evaluation.merge_shards(unfinished)
+        shards.merge_shards(unfinished)
     assert shard_trajectories.read_text() == torn  # read only: a live process may be writing it
 
-    plan = json.loads((unfinished / "shard_1-of-2" / evaluation.SHARD_PLAN_FILE).read_text())
-    (unfinished / "shard_1-of-2" / evaluation.SHARD_PLAN_FILE).write_text(
+    plan = json.loads((unfinished / "shard_1-of-2" / shards.SHARD_PLAN_FILE).read_text())
+    (unfinished / "shard_1-of-2" / shards.SHARD_PLAN_FILE).write_text(
         json.dumps({**plan, "num_runs": 4})
     )
     with pytest.raises(ValueError, match=r"shard_1-of-2 evaluated other .*num_runs: 2 -> 4"):
-        evaluation.merge_shards(unfinished)
+        shards.merge_shards(unfinished)
 
 
 def test_merging_a_folder_without_shards_says_how_to_make_them(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"no shard_<i>-of-<n> folders .*--num_processes"):
-        evaluation.merge_shards(tmp_path)
+        shards.merge_shards(tmp_path)

@@ -1,4 +1,4 @@
-"""launch/evaluate.py and verify.evaluation on the shipped tasks, with real Docker grading.
+"""launch/evaluate.py and verify.evaluation.run on the shipped tasks, with real Docker grading.
 
 gold resolves all 30 tasks (and resumes after a kill -9 without regrading what was done),
 empty resolves none, a scripted agent policy gives Best@k curves and a plot, and an Orbax
@@ -19,7 +19,6 @@ import uuid
 from pathlib import Path
 
 import docker
-import pytest
 
 from configs import tiny
 from deepswe_jax.agent.chat import ChatTokenizer
@@ -33,7 +32,7 @@ from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.tasks import load_tasks
 from deepswe_jax.experiment import episode_settings
 from deepswe_jax.sampling.scripted import ScriptedSampler
-from deepswe_jax.verify import evaluation
+from deepswe_jax.verify.evaluation import run, scoring, store
 from deepswe_jax.verify.select import CandidateScores
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -165,7 +164,7 @@ def eval_containers(client: docker.DockerClient, pid: int) -> list:
 
 def test_gold_resolves_every_shipped_task_and_resumes_after_kill(tmp_path):
     output_dir = tmp_path / "gold"
-    trajectories = output_dir / evaluation.TRAJECTORIES_FILE
+    trajectories = output_dir / store.TRAJECTORIES_FILE
     env = {key: value for key, value in os.environ.items() if key != "XLA_FLAGS"}
     process = subprocess.Popen(
         evaluate_command(output_dir, "--policy=gold"),
@@ -242,7 +241,7 @@ def test_agent_policy_reports_best_at_k_curves_and_resumes(tmp_path):
     existing tests passing, a tie; a stand-in verifier (score 1 for a non-empty patch) lets
     the verifier and hybrid selectors find the resolved run."""
     tokenizer = ChatTokenizer.from_directory(TOKENIZER_DIR)
-    tasks = evaluation.load_eval_tasks(TASKS_FILE, ONE_PER_REPO[:2])
+    tasks = run.load_eval_tasks(TASKS_FILE, ONE_PER_REPO[:2])
     give_up = render_function_call("finish", {"command": "submit"})
     scripts = {}
     for task in tasks:
@@ -259,14 +258,14 @@ def test_agent_policy_reports_best_at_k_curves_and_resumes(tmp_path):
         return [CandidateScores(verifier=float(bool(c.patch.strip()))) for c in candidates]
 
     run_label = f"eval-{uuid.uuid4().hex[:8]}"
-    execution = evaluation.execution_scorer(timeout=120, workers=2, run_label=run_label)
-    scorer = evaluation.combine_scorers(patch_verifier, execution)
+    execution = scoring.execution_scorer(timeout=120, workers=2, run_label=run_label)
+    scorer = scoring.combine_scorers(patch_verifier, execution)
 
-    async def run(scorer):
+    async def evaluate_scripted(scorer):
         async with EnvPool(max_envs=4, run_label=run_label) as pool:
-            return await evaluation.evaluate(
+            return await run.evaluate(
                 tasks,
-                evaluation.AgentPolicy(sampler, tokenizer),
+                run.AgentPolicy(sampler, tokenizer),
                 tmp_path,
                 num_runs=2,
                 env_pool=pool,
@@ -278,7 +277,7 @@ def test_agent_policy_reports_best_at_k_curves_and_resumes(tmp_path):
                 show_progress=False,
             )
 
-    summary = asyncio.run(run(scorer))
+    summary = asyncio.run(evaluate_scripted(scorer))
     assert summary["pass_at_1"] == 0.5 and summary["pass_at_k"] == {"1": 0.5, "2": 1.0}
     assert summary["stop_reasons"] == {"finished": 4}
     assert summary["mean_steps"] > 1 and summary["mean_response_tokens"] > 0
@@ -306,7 +305,7 @@ def test_agent_policy_reports_best_at_k_curves_and_resumes(tmp_path):
     ]
     assert all(r["regression"] == 1.0 and r["reproduction"] is None for r in scores)
 
-    resumed = asyncio.run(run(must_not_score))
+    resumed = asyncio.run(evaluate_scripted(must_not_score))
     assert resumed["pairs_run_this_session"] == 0
     assert resumed["best_at_k"] == summary["best_at_k"]
     assert sorted(scored) == sorted(ONE_PER_REPO[:2])
@@ -357,23 +356,3 @@ def test_checkpoint_policy_runs_through_the_jax_sampler_and_the_verifier_scores_
             output_dir / f"run_{run_index:02d}" / "predictions.jsonl", ONE_PER_REPO[:1], "policy"
         )
         assert rows[0]["model_patch"] == ""
-
-
-def test_a_torn_last_line_is_dropped_when_resuming(tmp_path):
-    record = {"instance_id": "a-1", "run": 0, "verifier": 0.5}
-    path = tmp_path / "scores.jsonl"
-    path.write_text(json.dumps(record) + "\n" + json.dumps({**record, "run": 1})[:20])
-    store = evaluation.score_store(tmp_path)
-    assert list(store.records) == [("a-1", 0)]
-    assert path.read_text() == json.dumps(record) + "\n"
-    store.add({**record, "run": 1}, json.dumps({**record, "run": 1}))
-    assert list(evaluation.score_store(tmp_path).records) == [("a-1", 0), ("a-1", 1)]
-
-
-def test_resuming_with_other_settings_is_refused(tmp_path):
-    settings = agent_settings()
-    evaluation.check_or_write_identity(tmp_path, evaluation.eval_identity("/ckpt", "m", settings))
-    evaluation.check_or_write_identity(tmp_path, evaluation.eval_identity("/ckpt", "m", settings))
-    colder = agent_settings(temperature=0.2)
-    with pytest.raises(ValueError, match=r"other settings \(temperature: 1.0 -> 0.2\)"):
-        evaluation.check_or_write_identity(tmp_path, evaluation.eval_identity("/ckpt", "m", colder))

@@ -1,0 +1,92 @@
+"""verify.evaluation.reports: the SWE-bench files of one run index from graded trajectories,
+in the harness's buckets (swebench.harness.reporting.make_run_report: resolved / unresolved /
+empty_patch / error) and its per-instance report.json entries."""
+
+from __future__ import annotations
+
+import json
+
+from deepswe_jax.agent.trajectory import StopReason, Trajectory
+from deepswe_jax.env.grading import GradeResult
+from deepswe_jax.verify.evaluation import reports
+from tests.agent.test_trajectory_records import DICT_GRADE_LINE, make_trajectory
+
+
+def graded(instance_id: str, status: str | None, patch: str = "diff") -> Trajectory:
+    """Run 0 of `instance_id`, graded with `status` (None: not graded)."""
+    if status is None:
+        return make_trajectory(task_id=instance_id, grade=None, reward=0.0, patch=patch)
+    resolved = status == "resolved"
+    grade = GradeResult(
+        instance_id,
+        status,
+        float(resolved),
+        patch_successfully_applied=status in ("resolved", "unresolved"),
+        resolved=resolved,
+        patch_exists=bool(patch),
+        error="docker died" if status == "infra_error" else "",
+    )
+    return make_trajectory(
+        task_id=instance_id,
+        grade=grade,
+        reward=float(resolved),
+        infra_error=status == "infra_error",
+        patch=patch,
+        # SWE-bench judges the prediction, however the episode that wrote it stopped.
+        stop_reason=StopReason.max_steps if status == "resolved" else StopReason.finished,
+    )
+
+
+STATUSES = {
+    "a-1": "resolved",
+    "b-1": "unresolved",
+    "c-1": "empty_patch",
+    "d-1": "apply_failed",
+    "e-1": "timeout",
+    "f-1": "infra_error",
+    "g-1": None,
+}
+
+
+def test_run_files_put_each_grade_in_the_harness_bucket(tmp_path):
+    ids = list(STATUSES)
+    trajectories = {
+        (i, 0): graded(i, status, "" if status == "empty_patch" else f"diff {i}")
+        for i, status in STATUSES.items()
+    }
+    reports.write_reports(tmp_path, ids, trajectories, 1, "model-x")
+    directory = reports.run_directory(tmp_path, 0)
+    assert directory.name == "run_00"
+
+    run_report = json.loads((directory / reports.RUN_REPORT_FILE).read_text())
+    assert run_report["resolved_ids"] == ["a-1"]  # stopped at max_steps, still resolved
+    assert run_report["unresolved_ids"] == ["b-1"]
+    assert run_report["empty_patch_ids"] == ["c-1"]
+    assert run_report["error_ids"] == ["d-1", "e-1", "f-1", "g-1"]
+    assert run_report["completed_ids"] == ["a-1", "b-1"]
+    assert (run_report["submitted_instances"], run_report["schema_version"]) == (7, 2)
+
+    report = json.loads((directory / reports.REPORT_FILE).read_text())
+    assert sorted(report) == ids[:-1]  # the ungraded run has no entry
+    assert report["a-1"]["resolved"] and "tests_status" in report["a-1"]
+    assert not report["c-1"]["patch_exists"] and "tests_status" not in report["c-1"]
+    assert report["f-1"]["infra_failure"] and not report["b-1"]["infra_failure"]
+
+    rows = [json.loads(line) for line in (directory / reports.PREDICTIONS_FILE).open()]
+    assert rows == [
+        {"instance_id": i, "model_name_or_path": "model-x", "model_patch": t.patch}
+        for (i, _), t in trajectories.items()
+    ]
+
+
+def test_a_harness_report_is_written_as_it_is(tmp_path):
+    """A grade that carries the benchmark's own report (swebench's get_eval_report) is the
+    report.json entry; a trajectory read from a file written with a dict grade reports too."""
+    old = Trajectory.from_json(DICT_GRADE_LINE)
+    harness_entry = {"resolved": False, "patch_exists": True, "tests_status": {"FAIL_TO_PASS": {}}}
+    grade = GradeResult("sw-1", "unresolved", 0.0, True, False, report=harness_entry)
+    own = make_trajectory(task_id="sw-1", grade=grade, reward=0.0)
+    trajectories = {("calc-1", 0): old, ("sw-1", 0): own}
+    entries = reports.instance_reports(["calc-1", "sw-1"], trajectories, 0)
+    assert entries["calc-1"]["resolved"] and entries["calc-1"]["patch_successfully_applied"]
+    assert entries["sw-1"] == harness_entry
