@@ -19,7 +19,7 @@
 Measured (BENCHMARKS.md, "Learning"; episodes in memory unless said): 100 SFT steps on the 2
 demonstrations resolve 28% of T=1.0 episodes (80 steps: 0%); GRPO++ from there at lr 5e-4 with
 5 warmup steps averages 0.25, 0.43, 0.49, 0.59 reward per ten iterations (with the advantage
-sign flipped: 0 by iteration 7). 8 tasks at 4 x 8 per iteration did not rise (in memory and
+sign flipped: 0 by iteration 7); through Docker, 0.27, 0.33, 0.46, 0.55. 8 tasks at 4 x 8 per iteration did not rise (in memory and
 through Docker). A fresh AdamW at lr 1e-3 without warmup moves every parameter by ~lr on its
 first step and collapses the policy (0.28 -> 0). SFT on all 192 training tasks for 300 steps
 resolves 11% of training and 0% of held-out episodes: copying an unseen name into the path is
