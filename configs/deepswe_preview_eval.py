@@ -73,8 +73,13 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
     if variant == "mini":
         small = tiny.get_config()
         config.model.update(small.model.to_dict())
+        # The tiny model's CPU settings, attention kernel included: the sampler's prefill runs the
+        # configured kernel, and cuDNN's needs a GPU.
         config.update(
-            compute_dtype=small.compute_dtype, remat=small.remat, tokenizer=small.tokenizer
+            compute_dtype=small.compute_dtype,
+            remat=small.remat,
+            tokenizer=small.tokenizer,
+            attention=small.attention,
         )
         config.mesh.update(data=1, fsdp=-1, tensor=1)
         config.agent.update(
