@@ -50,3 +50,31 @@ def test_a_task_solved_by_the_empty_patch_fails_validation(tiny_task, tmp_path, 
     assert "FAIL (empty patch resolved" in lines["tinycalc-already-passes"]
     assert "1/2 tasks ok" in result.stdout
     assert "failed: tinycalc-already-passes" in result.stderr
+
+
+ONELINE = REPO_ROOT / "tasks" / "oneline"
+
+
+def test_the_oneline_family_validates_on_a_sample_and_holds_out_its_names(tmp_path, docker_client):
+    """tasks/oneline (issue 15): the main job's training tasks and one held-out task per
+    repository resolve with gold and not with the empty patch, on one shared image per repository;
+    held-out tasks name functions and files no training task names."""
+
+    def rows(name):
+        return [json.loads(line) for line in (ONELINE / name).read_text().splitlines() if line]
+
+    train, held_out = rows("train.jsonl"), rows("held_out.jsonl")
+    names = lambda tasks: {row["instance_id"].split("-", 1)[1] for row in tasks}  # noqa: E731
+    assert not names(train) & names(held_out)
+    assert {row["image"] for row in train} == {row["image"] for row in held_out}
+    assert len({row["image"] for row in train}) == len({row["repo"] for row in train})
+
+    first_per_repo = {row["repo"]: row for row in reversed(held_out)}
+    sample = rows("train_small.jsonl") + list(first_per_repo.values())
+    for row in sample:
+        row["source"] = str(ONELINE / row["source"])
+    tasks_file = tmp_path / "oneline_sample.jsonl"
+    tasks_file.write_text("".join(json.dumps(row) + "\n" for row in sample))
+    result = run_validate(tasks_file)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{len(sample)}/{len(sample)} tasks ok" in result.stdout, result.stdout
