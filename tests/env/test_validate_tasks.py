@@ -63,8 +63,10 @@ def test_the_oneline_family_validates_on_a_sample_and_holds_out_its_names(tmp_pa
     def rows(name):
         return [json.loads(line) for line in (ONELINE / name).read_text().splitlines() if line]
 
+    def names(tasks):  # "<repository>-<name>": the name of the function and file the task fixes
+        return {row["instance_id"].split("-", 1)[1] for row in tasks}
+
     train, held_out = rows("train.jsonl"), rows("held_out.jsonl")
-    names = lambda tasks: {row["instance_id"].split("-", 1)[1] for row in tasks}  # noqa: E731
     assert not names(train) & names(held_out)
     assert {row["image"] for row in train} == {row["image"] for row in held_out}
     assert len({row["image"] for row in train}) == len({row["repo"] for row in train})
