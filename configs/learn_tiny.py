@@ -61,13 +61,17 @@ def get_config() -> ml_collections.ConfigDict:
         lr=5e-4,
         b2=0.95,
         weight_decay=0.0,
-        warmup_steps=5,
+        warmup_steps=2,
         n_rollouts=16,
         tasks_per_step=2,
+        # 8 optimizer steps per iteration (2 mini-batches of one task's group each, 4 passes):
+        # the reward rises within ~5 iterations instead of ~40 at one step per iteration.
+        mini_batches=2,
+        num_iterations=4,
         micro_batch_size=32,
         logprob_chunk=640,
-        length_buckets=(640,),
-        total_steps=40,
+        length_buckets=(512, 640),
+        total_steps=12,
         compact_filtering=True,
     )
     config.checkpoint.update(every=5, keep=2, async_save=False)
