@@ -149,6 +149,9 @@ def test_sigint_exits_130_with_one_line_and_leaves_nothing_behind(tmp_path, phas
 
 
 if __name__ == "__main__":
+    # A shell without job control starts background commands (`.ci/run &`) with SIGINT
+    # ignored, and children inherit that; the worker stands for a foreground run.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, str(REPO_ROOT))
     from deepswe_jax import cli
 
