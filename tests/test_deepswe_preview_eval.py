@@ -59,23 +59,10 @@ def test_the_evaluation_refuses_to_start_without_prompts(tmp_path):
 
 
 def test_the_miniature_evaluation_runs_end_to_end_on_cpu(tmp_path):
-    from flax import nnx
-
-    from deepswe_jax.checkpoint import save_params
-    from deepswe_jax.experiment import model_factory
-    from deepswe_jax.verify.verifier import save_verifier
+    from tests.verify.test_evaluation_run import save_random_policy_and_verifier
 
     config = deepswe_preview_eval.get_config("mini")
-    params = nnx.state(model_factory(config)(), nnx.Param)
-    save_params(tmp_path / "policy", params, model_config=config.model.to_dict())
-    save_verifier(
-        tmp_path / "verifier",
-        params,
-        model_config=config.model.to_dict(),
-        tokenizer_dir=TOKENIZER_DIR,
-        max_prompt_tokens=1024,
-        compute_dtype="float32",
-    )
+    save_random_policy_and_verifier(tmp_path, config)
     prompts_file = tmp_path / "edit_non_fn_calling.yaml"
     prompts_file.write_text(PROMPTS_YAML)
     output_dir = tmp_path / "eval"

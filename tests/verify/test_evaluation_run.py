@@ -311,25 +311,30 @@ def test_agent_policy_reports_best_at_k_curves_and_resumes(tmp_path):
     assert sorted(scored) == sorted(ONE_PER_REPO[:2])
 
 
-def test_checkpoint_policy_runs_through_the_jax_sampler_and_the_verifier_scores_it(tmp_path):
+def save_random_policy_and_verifier(directory: Path, config) -> None:
+    """A random config.model saved as an Orbax policy (directory/policy) and, with the same
+    weights, as a verifier (directory/verifier)."""
     from flax import nnx
 
     from deepswe_jax.checkpoint import save_params
     from deepswe_jax.experiment import model_factory
     from deepswe_jax.verify.verifier import save_verifier
 
-    config = tiny.get_config()
-    model = model_factory(config)()
-    params = nnx.state(model, nnx.Param)
-    save_params(tmp_path / "policy", params, model_config=config.model.to_dict())
+    params = nnx.state(model_factory(config)(), nnx.Param)
+    save_params(directory / "policy", params, model_config=config.model.to_dict())
     save_verifier(
-        tmp_path / "verifier",
+        directory / "verifier",
         params,
         model_config=config.model.to_dict(),
         tokenizer_dir=TOKENIZER_DIR,
         max_prompt_tokens=1024,
         compute_dtype="float32",
     )
+
+
+def test_checkpoint_policy_runs_through_the_jax_sampler_and_the_verifier_scores_it(tmp_path):
+    config = tiny.get_config()
+    save_random_policy_and_verifier(tmp_path, config)
     output_dir = tmp_path / "eval"
     flags = [
         f"--policy={tmp_path / 'policy'}",
