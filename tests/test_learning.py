@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from deepswe_jax.rl.metrics import read_metrics
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAIN_TASKS = REPO_ROOT / "tasks" / "oneline" / "train.jsonl"
 TASK_IDS = ("dials-biropa", "switches-bulela")
@@ -61,8 +63,7 @@ def launch(script: str, *flags: str, compilation_cache: Path) -> None:
 
 
 def metrics(workdir: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
-    return [row for row in rows if "rollout/reward_mean" in row]
+    return [row for row in read_metrics(workdir) if "rollout/reward_mean" in row]
 
 
 @pytest.mark.timeout(2400)  # ~7-12 min on 2 cores; 15+ when other jobs share them
