@@ -2,11 +2,16 @@
 
 Runs the launchers one after another, as a researcher would (each command is printed):
 
-  1. launch/train_sft.py   scripted-expert trajectories of the shipped tasks (real Docker), SFT
-  2. launch/evaluate.py    the SFT checkpoint, --num_runs candidates per task, --select
-  3. launch/train.py       --rl_steps GRPO++ iterations from the SFT checkpoint (init_from)
+  1. launch/train_sft.py   scripted-expert trajectories of --expert_tasks (real Docker), or the
+                           given --sft_trajectories, then SFT
+  2. launch/evaluate.py    the SFT checkpoint on --eval_tasks, --num_runs candidates per task
+  3. launch/train.py       --rl_steps GRPO++ iterations on --rl_tasks from the SFT checkpoint
   4. launch/evaluate.py    the RL checkpoint, same settings
-  5. <workdir>/curves.png  both stages' pass@k and Best@k curves on one plot; a markdown table
+  5. with --control: the same train.py command at rl.lr=0 (learning off, same sampling), and
+     its evaluation: a rise must stand clear of what the control moves by resampling alone
+  6. <workdir>/curves.png  every stage's pass@k and Best@k curves on one plot; rewards.png the
+                           training reward by iteration of GRPO++ (and the control); a
+                           markdown table, Pass@1 changes against the SFT stage's standard error
 
 Each stage resumes (the launchers do) when the script is run again with the same --workdir.
 The evaluation is on the tasks the expert data came from: with 30 tasks, a 1.3M-parameter
@@ -29,7 +34,8 @@ from pathlib import Path
 from absl import app, flags
 
 from deepswe_jax.agent.trajectory import read_trajectories
-from deepswe_jax.verify.evaluation.plots import labelled_curves, plot_curves
+from deepswe_jax.rl.metrics import read_metrics
+from deepswe_jax.verify.evaluation.plots import labelled_curves, plot_curves, plot_series
 from deepswe_jax.verify.expert import tool_call_success_rate
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -37,6 +43,14 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 _WORKDIR = flags.DEFINE_string("workdir", "/tmp/sft_rl_curves", "Where every stage writes.")
 _CONFIG = flags.DEFINE_string("config", "configs/sft_tiny.py", "Config of all stages.")
 _TASKS = flags.DEFINE_string("tasks", "tasks/tasks.jsonl", "Expert, RL and evaluation tasks.")
+_EXPERT_TASKS = flags.DEFINE_string("expert_tasks", None, "Expert tasks (default: --tasks).")
+_SFT_TRAJECTORIES = flags.DEFINE_list(
+    "sft_trajectories", [], "SFT on these trajectory files instead of collecting expert data."
+)
+_RL_TASKS = flags.DEFINE_string("rl_tasks", None, "GRPO++ tasks (default: --tasks).")
+_EVAL_TASKS = flags.DEFINE_string("eval_tasks", None, "Evaluation tasks (default: --tasks).")
+_CONTROL = flags.DEFINE_bool("control", False, "Also run and evaluate the lr-0 control.")
+_TITLE = flags.DEFINE_string("title", "tiny Qwen3 on the 30 shipped tasks", "Plot titles.")
 _NUM_RUNS = flags.DEFINE_integer("num_runs", 4, "Candidates per task (the k of pass@k).")
 _TEMPERATURE = flags.DEFINE_float("temperature", 1.0, "Evaluation sampling temperature.")
 _SELECT = flags.DEFINE_list("select", ["execution"], "Best@k selectors (evaluate.py --select).")
@@ -72,7 +86,39 @@ def plot(path: Path, summaries: dict[str, dict]) -> None:
             summary["pass_at_k"], summary.get("best_at_k", {})
         ).items()
     }
-    plot_curves(path, curves, title="tiny Qwen3 on the 30 shipped tasks")
+    plot_curves(path, curves, title=_TITLE.value)
+
+
+def plot_rewards(path: Path, runs: dict[str, Path]) -> dict[str, list[float]]:
+    """rewards.png: each run's training reward (rollout/reward_mean) by iteration; the values."""
+    rewards = {
+        label: {
+            row["step"]: row["rollout/reward_mean"]
+            for row in read_metrics(workdir)
+            if "rollout/reward_mean" in row
+        }
+        for label, workdir in runs.items()
+    }
+    plot_series(
+        path,
+        rewards,
+        xlabel="GRPO++ iteration",
+        ylabel="training reward (mean over episodes)",
+        title=_TITLE.value,
+    )
+    return {label: [curve[step] for step in sorted(curve)] for label, curve in rewards.items()}
+
+
+def changes(summaries: dict[str, dict]) -> str:
+    """Each later stage's Pass@1 change from the first stage's, in units of its standard error."""
+    (first, base), *rest = summaries.items()
+    stderr = base["pass_at_1_stderr"] or 0.0
+    lines = []
+    for stage, s in rest:
+        delta = 100 * (s["pass_at_1"] - base["pass_at_1"])
+        ratio = f" ({delta / (100 * stderr):+.1f} s.e.)" if stderr else ""
+        lines.append(f"{stage}: Pass@1 {delta:+.1f} points from {first}{ratio}")
+    return "\n".join(lines)
 
 
 def table(summaries: dict[str, dict]) -> str:
@@ -118,14 +164,28 @@ def main(argv: list[str]) -> None:
     workdir = Path(_WORKDIR.value).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     config = f"--config={_CONFIG.value}"
+    tasks = _TASKS.value
     evaluate = [
         "launch/evaluate.py",
         config,
-        f"--tasks={_TASKS.value}",
+        f"--tasks={_EVAL_TASKS.value or tasks}",
         f"--num_runs={_NUM_RUNS.value}",
         f"--temperature={_TEMPERATURE.value}",
         *([f"--select={','.join(_SELECT.value)}"] if _SELECT.value else []),
         *overrides(_EVAL_OVERRIDES.value),
+    ]
+    sft_data = (
+        [f"--trajectories={','.join(_SFT_TRAJECTORIES.value)}"]
+        if _SFT_TRAJECTORIES.value
+        else [f"--expert_tasks={_EXPERT_TASKS.value or tasks}"]
+    )
+    rl = [
+        "launch/train.py",
+        config,
+        f"--config.init_from={workdir / 'sft' / 'checkpoints'}",
+        f"--config.env.tasks={_RL_TASKS.value or tasks}",
+        f"--config.rl.total_steps={_RL_STEPS.value}",
+        *overrides(_RL_OVERRIDES.value),
     ]
     timings: dict[str, float] = {}
     run_stage(
@@ -133,44 +193,31 @@ def main(argv: list[str]) -> None:
         [
             "launch/train_sft.py",
             config,
-            f"--expert_tasks={_TASKS.value}",
+            *sft_data,
             f"--workdir={workdir / 'sft'}",
             *overrides(_SFT_OVERRIDES.value),
         ],
         timings,
     )
-    run_stage(
-        "eval_sft",
-        [
-            *evaluate,
-            f"--policy={workdir / 'sft' / 'checkpoints'}",
-            f"--output_dir={workdir / 'eval_sft'}",
-        ],
-        timings,
-    )
-    run_stage(
-        "rl",
-        [
-            "launch/train.py",
-            config,
-            f"--workdir={workdir / 'rl'}",
-            f"--config.init_from={workdir / 'sft' / 'checkpoints'}",
-            f"--config.env.tasks={_TASKS.value}",
-            f"--config.rl.total_steps={_RL_STEPS.value}",
-            *overrides(_RL_OVERRIDES.value),
-        ],
-        timings,
-    )
-    run_stage(
-        "eval_sft_rl",
-        [
-            *evaluate,
-            f"--policy={workdir / 'rl' / 'checkpoints'}",
-            f"--output_dir={workdir / 'eval_sft_rl'}",
-        ],
-        timings,
-    )
-    stages = {"SFT": "eval_sft", f"SFT + {_RL_STEPS.value} GRPO++": "eval_sft_rl"}
+    stages = {"SFT": "eval_sft"}
+    runs = {f"SFT + {_RL_STEPS.value} GRPO++": "rl"}
+    if _CONTROL.value:
+        runs[f"SFT + {_RL_STEPS.value} control (lr 0)"] = "control"
+    for run in ("sft", *runs.values()):
+        if run != "sft":
+            learning_off = ["--config.rl.lr=0"] if run == "control" else []
+            run_stage(run, [*rl, f"--workdir={workdir / run}", *learning_off], timings)
+        name = "eval_sft" if run == "sft" else f"eval_sft_{run}"
+        run_stage(
+            name,
+            [
+                *evaluate,
+                f"--policy={workdir / run / 'checkpoints'}",
+                f"--output_dir={workdir / name}",
+            ],
+            timings,
+        )
+    stages.update({label: f"eval_sft_{run}" for label, run in runs.items()})
     summaries = {
         stage: {
             **json.loads((workdir / name / "summary.json").read_text()),
@@ -179,9 +226,17 @@ def main(argv: list[str]) -> None:
         for stage, name in stages.items()
     }
     plot(workdir / "curves.png", summaries)
+    rewards = plot_rewards(
+        workdir / "rewards.png", {label: workdir / run for label, run in runs.items()}
+    )
     print("\n" + table(summaries))
+    print("\n" + changes(summaries))
+    for label, values in rewards.items():
+        print(f"training reward by iteration, {label}: " + " ".join(f"{v:.2f}" for v in values))
     print("\nstage wall times: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()))
-    print(f"plots: {workdir / 'curves.png'}, {workdir}/eval_*/curves.png")
+    print(
+        f"plots: {workdir / 'curves.png'}, {workdir / 'rewards.png'}, {workdir}/eval_*/curves.png"
+    )
 
 
 if __name__ == "__main__":
