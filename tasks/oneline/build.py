@@ -24,6 +24,12 @@ resolves and the empty patch does not: launch/validate_tasks.py --tasks=tasks/on
 
     python tasks/oneline/build.py            # rebuild (seconds)
     python tasks/oneline/build.py --check    # fail if repos/ or the jsonl files are stale
+
+A larger family for held-out evaluation (not shipped; BENCHMARKS.md, "Learning"): 300 training
+names instead of 48, so that SFT learns to copy names rather than memorize them. Its images get
+their own tag (deepswe/<repo>:n400-h4), and held_out_sample.jsonl is 64 of its 400 held-out tasks:
+
+    python tasks/oneline/build.py --out_dir=/tmp/oneline400 --num_names=400 --held_out_sample=64
 """
 
 from __future__ import annotations
@@ -314,7 +320,29 @@ def test_node(repo: str, test: str) -> str:
     return f"{test_path(repo)}::{name}"
 
 
-def row(defect: Defect, base_commit: str, base_tests_file: str) -> dict:
+def image_tag(num_names: int, held_out_every: int) -> str:
+    """`base` for the shipped family; a family of other sizes gets its own tag, so that building
+    its images does not replace (and later rebuild) the shipped family's."""
+    if (num_names, held_out_every) == (NUM_NAMES, HELD_OUT_EVERY):
+        return "base"
+    return f"n{num_names}-h{held_out_every}"
+
+
+def held_out_sample(held_out: list[dict], count: int) -> list[dict]:
+    """`count` held-out tasks, the same number from each repository, evenly spaced in its
+    names: a smaller evaluation set that keeps the repositories' mix."""
+    repos = sorted({r["repo"] for r in held_out})
+    per_repo = count // len(repos)
+    sample = []
+    for repo in repos:
+        rows = [r for r in held_out if r["repo"] == repo]
+        if per_repo > len(rows):
+            raise FamilyError(f"--held_out_sample={count}: {repo} has only {len(rows)} tasks")
+        sample += [rows[i * len(rows) // per_repo] for i in range(per_repo)]
+    return sample
+
+
+def row(defect: Defect, base_commit: str, base_tests_file: str, tag: str = "base") -> dict:
     path = test_path(defect.repo)
     return {
         "instance_id": f"{defect.repo}-{defect.name}",
@@ -330,7 +358,7 @@ def row(defect: Defect, base_commit: str, base_tests_file: str) -> dict:
         ),
         "FAIL_TO_PASS": [test_node(defect.repo, defect.new_test)],
         "PASS_TO_PASS": [test_node(defect.repo, defect.base_test)],
-        "image": f"deepswe/{defect.repo}:base",
+        "image": f"deepswe/{defect.repo}:{tag}",
         "source": f"repos/{defect.repo}",
     }
 
@@ -412,6 +440,7 @@ def build(out_dir: Path, python: str, num_names: int, held_out_every: int) -> di
     all_defects = defects(num_names, held_out_every)
     check_split(all_defects)
     rows: dict[str, list[dict]] = {"train": [], "held_out": []}
+    tag = image_tag(num_names, held_out_every)
     for repo in TEMPLATES:
         repo_defects = [d for d in all_defects if d.repo == repo]
         source = out_dir / "repos" / repo
@@ -421,7 +450,7 @@ def build(out_dir: Path, python: str, num_names: int, held_out_every: int) -> di
             base_commit = commit_tree(source, Path(scratch) / "tree")
         base_tests = (source / test_path(repo)).read_text()
         for defect in repo_defects:
-            rows[defect.split].append(row(defect, base_commit, base_tests))
+            rows[defect.split].append(row(defect, base_commit, base_tests, tag))
         print(f"  {repo}: {len(repo_defects)} tasks verified", flush=True)
     rows["train_small"] = [r for r in rows["train"] if r["instance_id"] in SMALL_TASKS]
     return rows
@@ -448,12 +477,20 @@ def main() -> None:
     parser.add_argument(
         "--held_out_every", type=int, default=HELD_OUT_EVERY, help="1 in k held out"
     )
+    parser.add_argument(
+        "--held_out_sample",
+        type=int,
+        default=0,
+        help="also write held_out_sample.jsonl: this many held-out tasks, equal per repository",
+    )
     args = parser.parse_args()
     out_dir = Path(args.out_dir)
     with tempfile.TemporaryDirectory(prefix="oneline-build-") as scratch:
         built = Path(scratch)
         try:
             rows = build(built, args.python, args.num_names, args.held_out_every)
+            if args.held_out_sample:
+                rows["held_out_sample"] = held_out_sample(rows["held_out"], args.held_out_sample)
         except FamilyError as error:
             sys.exit(f"tasks/oneline/build.py: {error}")
         if args.check:
@@ -472,7 +509,7 @@ def main() -> None:
             return
         shutil.rmtree(out_dir / "repos", ignore_errors=True)
         shutil.copytree(built / "repos", out_dir / "repos")
-    for name in OUTPUTS:
+    for name in rows:
         (out_dir / f"{name}.jsonl").write_text(jsonl(rows[name]))
         print(f"wrote {len(rows[name])} tasks to {out_dir / name}.jsonl")
 
