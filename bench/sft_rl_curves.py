@@ -14,12 +14,16 @@ Runs the launchers one after another, as a researcher would (each command is pri
                            markdown table, Pass@1 changes against the SFT stage's standard error
 
 Each stage resumes (the launchers do) when the script is run again with the same --workdir.
-The evaluation is on the tasks the expert data came from: with 30 tasks, a 1.3M-parameter
-model and no held-out repositories large enough to learn from, this measures how well the
-pipeline fits and then improves its own training tasks, not generalization (for that, see
-tests/test_train_sft.py: tool-call format on held-out repositories).
+By default every stage uses --tasks, so the evaluation measures how well the pipeline fits and
+then improves its own training tasks, not generalization; give --eval_tasks held-out tasks
+(e.g. tasks/oneline/held_out.jsonl) to measure that.
 
+    # issue 6: the 30 shipped tasks, configs/sft_tiny.py
     PYTHONPATH=. python bench/sft_rl_curves.py --workdir=/tmp/sft_rl_curves
+    # issue 15: the learn_tiny recipe with its lr-0 control (BENCHMARKS.md, "Learning")
+    PYTHONPATH=. python bench/sft_rl_curves.py --workdir=/tmp/bench15 \
+        --config=configs/learn_tiny.py --tasks=tasks/oneline/train_small.jsonl --num_runs=16 \
+        --rl_steps=6 --control --select= --eval_overrides=sampler.max_batch=32,env.max_envs=8
 """
 
 from __future__ import annotations
