@@ -203,14 +203,9 @@ def main(argv: list[str]) -> None:
         ],
         timings,
     )
-    stages = {"SFT": "eval_sft"}
-    runs = {f"SFT + {_RL_STEPS.value} GRPO++": "rl"}
-    if _CONTROL.value:
-        runs[f"SFT + {_RL_STEPS.value} control (lr 0)"] = "control"
-    for run in ("sft", *runs.values()):
-        if run != "sft":
-            learning_off = ["--config.rl.lr=0"] if run == "control" else []
-            run_stage(run, [*rl, f"--workdir={workdir / run}", *learning_off], timings)
+
+    def evaluate_policy(run: str) -> str:
+        """Evaluates <workdir>/<run>/checkpoints into eval_sft[_<run>]; that directory's name."""
         name = "eval_sft" if run == "sft" else f"eval_sft_{run}"
         run_stage(
             name,
@@ -221,7 +216,15 @@ def main(argv: list[str]) -> None:
             ],
             timings,
         )
-    stages.update({label: f"eval_sft_{run}" for label, run in runs.items()})
+        return name
+
+    stages = {"SFT": evaluate_policy("sft")}
+    runs = {f"SFT + {_RL_STEPS.value} GRPO++": ("rl", [])}
+    if _CONTROL.value:
+        runs[f"SFT + {_RL_STEPS.value} control (lr 0)"] = ("control", ["--config.rl.lr=0"])
+    for label, (run, extra) in runs.items():
+        run_stage(run, [*rl, f"--workdir={workdir / run}", *extra], timings)
+        stages[label] = evaluate_policy(run)
     summaries = {
         stage: {
             **json.loads((workdir / name / "summary.json").read_text()),
@@ -231,7 +234,7 @@ def main(argv: list[str]) -> None:
     }
     plot(workdir / "curves.png", summaries)
     rewards = plot_rewards(
-        workdir / "rewards.png", {label: workdir / run for label, run in runs.items()}
+        workdir / "rewards.png", {label: workdir / run for label, (run, _) in runs.items()}
     )
     print("\n" + table(summaries))
     print("\n" + changes(summaries))

@@ -33,7 +33,8 @@ def test_a_larger_family_has_its_own_image_tags_and_a_balanced_held_out_sample(t
 
     train, held_out, sample = rows("train"), rows("held_out"), rows("held_out_sample")
     assert len(train) + len(held_out) == 4 * 24
-    shipped = {json.loads(line)["image"] for line in open(REPO_ROOT / "tasks/oneline/train.jsonl")}
+    shipped_rows = (REPO_ROOT / "tasks/oneline/train.jsonl").read_text().splitlines()
+    shipped = {json.loads(line)["image"] for line in shipped_rows}
     assert {r["image"] for r in train + held_out} == {
         f"deepswe/{repo}:n24-h4" for repo in ("dials", "labels", "switches", "tallies")
     }
@@ -41,9 +42,9 @@ def test_a_larger_family_has_its_own_image_tags_and_a_balanced_held_out_sample(t
     assert Counter(r["repo"] for r in sample) == {
         f"deepswe/{repo}": 2 for repo in ("dials", "labels", "switches", "tallies")
     }
-    held_out_ids = [r["instance_id"] for r in held_out]
-    assert len({r["instance_id"] for r in sample}) == 8
-    assert {r["instance_id"] for r in sample} <= set(held_out_ids)
+    sample_ids = {r["instance_id"] for r in sample}
+    assert len(sample_ids) == 8
+    assert sample_ids <= {r["instance_id"] for r in held_out}
 
 
 def test_a_held_out_sample_larger_than_a_repository_is_refused(tmp_path):

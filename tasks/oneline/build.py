@@ -332,7 +332,11 @@ def held_out_sample(held_out: list[dict], count: int) -> list[dict]:
     """`count` held-out tasks, the same number from each repository, evenly spaced in its
     names: a smaller evaluation set that keeps the repositories' mix."""
     repos = sorted({r["repo"] for r in held_out})
-    per_repo = count // len(repos)
+    per_repo, left_over = divmod(count, len(repos))
+    if per_repo < 1 or left_over:
+        raise FamilyError(
+            f"--held_out_sample={count}: give a positive multiple of the {len(repos)} repositories"
+        )
     sample = []
     for repo in repos:
         rows = [r for r in held_out if r["repo"] == repo]
