@@ -6,7 +6,8 @@ in-process vLLM engine, GPU or CPU build, with weights streamed from JAX), `Scri
 """
 
 from deepswe_jax.sampling.base import Completion, GenerateRequest, Sampler, SamplingParams
-from deepswe_jax.sampling.jax_sampler import JaxSampler, sample_next_tokens
+from deepswe_jax.sampling.decoding import sample_next_tokens
+from deepswe_jax.sampling.jax_sampler import JaxSampler
 from deepswe_jax.sampling.scripted import ScriptedSampler
 from deepswe_jax.sampling.vllm_sampler import VLLMSampler
 

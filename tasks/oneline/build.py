@@ -1,26 +1,27 @@
 """Build the one-line task family, tasks/oneline/: hundreds of templated tasks a tiny model can learn.
 
-Four repositories, one per template, each with one module per name of `NAMES`; every module
-holds one defect at once (as in the shipped suite, the base tests all pass), so a repository is
-one image and one base commit for all of its tasks. A task's issue names the file, the wrong
-line and the right one, so the fix is a copy: one `file_editor str_replace` with old and new
-strings taken from the issue, then `finish`.
+Four repositories, one per template (templates.py), each with one module per made-up name;
+every module holds one defect at once (as in the shipped suite, the base tests all pass), so a
+repository is one image and one base commit for all of its tasks. A task's issue names the file,
+the wrong text and the right one, so the fix is a copy: one `file_editor str_replace` with old
+and new strings taken from the issue, then `finish`.
 
-    dials    a constant has the wrong value      `HARBOR_STEP = 37`        -> `HARBOR_STEP = 73`
-    tallies  an arithmetic operator is wrong     `return left - right`     -> `return left + right`
-    gauges   a comparison is off by its equality `return level > 42`       -> `return level >= 42`
-    labels   a string literal has a typo         `HARBOR_LABEL = "harbr"`  -> `HARBOR_LABEL = "harbor"`
+    dials     a constant has the wrong number    `HARBOR_STEP = 37`        -> `HARBOR_STEP = 73`
+    tallies   a call of the wrong builtin        `return max(values)`      -> `return sum(values)`
+    switches  a flag has the wrong truth value   `HARBOR_ENABLED = True`   -> `HARBOR_ENABLED = False`
+    labels    a string literal has a typo        `HARBOR_LABEL = "harbr"`  -> `HARBOR_LABEL = "harbor"`
 
-Train / held-out split by template instance: the names of `HELD_OUT_NAMES` and a held-out share
-of the numbers (constants, thresholds) appear only in held_out.jsonl, so a held-out issue
-holds no name and no number that any training issue holds.
+Train / held-out split by template instance: one name in `--held_out_every` (a seeded shuffle)
+and a quarter of the two-digit numbers (the dials' constants) appear only in held_out.jsonl, so
+a held-out issue holds no name and no number that any training issue holds.
 
 The build writes repos/<repo>/ (the package and tests/test_<repo>.py), train.jsonl,
-held_out.jsonl and train_small.jsonl (the main job's 2 tasks, from train) (rows like tasks/tasks.jsonl: SWE-bench fields plus image and source), and
-verifies with pytest: every base test passes at base; every added test fails at base and
-passes with the gold patch; the issue's old line occurs once in its file and replacing it by
-the issue's new line gives the gold patch. Images: launch/build_images.py; in Docker, gold
-resolves and the empty patch does not: launch/validate_tasks.py --tasks=tasks/oneline/train.jsonl.
+held_out.jsonl and train_small.jsonl (the main job's 2 tasks, from train), rows like
+tasks/tasks.jsonl (SWE-bench fields plus image and source), and verifies with pytest: every
+base test passes at base; every added test fails at base and passes with the gold patch; the
+issue's old text occurs once in its file and replacing it by the new text gives the gold patch.
+Images: launch/build_images.py; in Docker, gold resolves and the empty patch does not:
+launch/validate_tasks.py --tasks=tasks/oneline/train.jsonl.
 
     python tasks/oneline/build.py            # rebuild (seconds)
     python tasks/oneline/build.py --check    # fail if repos/ or the jsonl files are stale
@@ -35,24 +36,20 @@ their own tag (deepswe/<repo>:n400-h4), and held_out_sample.jsonl is 64 of its 4
 from __future__ import annotations
 
 import argparse
-import builtins
 import json
-import keyword
 import os
-import random
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
-from dataclasses import dataclass
 from pathlib import Path
 
 FAMILY_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(FAMILY_DIR.parents[1]))
 
-from deepswe_jax.agent.scripted_policy import FileEdit, minimal_edit  # noqa: E402
+from templates import TEMPLATES, Defect, defects  # noqa: E402
+
 from deepswe_jax.env.images import commit_tree  # noqa: E402
 from deepswe_jax.env.tasks import unified_diff  # noqa: E402
 
@@ -64,224 +61,12 @@ SMALL_TASKS = ("dials-biropa", "switches-bulela")
 OUTPUTS = (*SPLITS, "train_small")
 NUM_NAMES = 64
 HELD_OUT_EVERY = 4
-SEED = 15
 VERSION = "0.1"
 CREATED_AT = "2025-01-01T00:00:00Z"
-
-CONSONANTS, VOWELS = "bdfgklmnprstvz", "aeiou"
-# Two-digit numbers, a quarter of them held out (the dials' constants are drawn from these).
-NUMBERS = list(range(11, 100))
-HELD_OUT_NUMBERS = frozenset(random.Random(SEED + 1).sample(NUMBERS, len(NUMBERS) // 4))
-TALLY_FUNCTIONS = ("len", "max", "min", "sum")
-
-
-def names(count: int) -> tuple[str, ...]:
-    """`count` made-up words of two or three consonant-vowel syllables (seeded, sorted)."""
-    rng = random.Random(SEED)
-    chosen: set[str] = set()
-    while len(chosen) < count:
-        syllables = rng.choice((2, 3))
-        word = "".join(rng.choice(CONSONANTS) + rng.choice(VOWELS) for _ in range(syllables))
-        if not keyword.iskeyword(word) and word not in dir(builtins):
-            chosen.add(word)
-    return tuple(sorted(chosen))
-
-
-def held_out_names(all_names: tuple[str, ...], every: int) -> frozenset[str]:
-    """Every `every`-th name of a seeded shuffle."""
-    return frozenset(random.Random(SEED).sample(all_names, len(all_names))[::every])
 
 
 class FamilyError(Exception):
     """The generated family breaks one of its rules."""
-
-
-@dataclass(frozen=True)
-class Defect:
-    """One task before it is a jsonl row: the module as fixed and as shipped, the issue, tests."""
-
-    repo: str
-    name: str
-    split: str
-    fixed_module: str
-    wrong_line: str
-    right_line: str
-    symptom: str
-    base_test: str
-    new_test: str
-
-    @property
-    def module_path(self) -> str:
-        return f"{self.repo}/{self.name}.py"
-
-    @property
-    def shipped_module(self) -> str:
-        return self.fixed_module.replace(self.right_line, self.wrong_line)
-
-    @property
-    def replacement(self) -> FileEdit:
-        """The str_replace the issue spells out: only the words that change
-        (`scripted_policy.minimal_edit`, what the scripted expert's "edit" script types)."""
-        edit = FileEdit(self.module_path, self.wrong_line + "\n", self.right_line + "\n")
-        return minimal_edit(edit)
-
-    @property
-    def problem_statement(self) -> str:
-        edit = self.replacement
-        return (
-            f"{self.symptom} In /testbed/{self.module_path}, replace `{edit.old}` with "
-            f"`{edit.new}`.\n"
-        )
-
-
-def module(docstring: str, body: str) -> str:
-    return f'"""{docstring}"""\n\n{textwrap.dedent(body).strip()}\n'
-
-
-def dial(name: str, split: str, rng: random.Random) -> Defect:
-    """A constant with the wrong number."""
-    pool = [n for n in NUMBERS if (n in HELD_OUT_NUMBERS) == (split == "held_out")]
-    wrong, right = rng.sample(pool, 2)
-    constant, function = f"{name.upper()}_STEP", f"{name}_dial"
-    fixed = module(
-        f"The {name} dial.",
-        f'''
-        {constant} = {right}
-
-
-        def {function}(turns):
-            """Position of the {name} dial after `turns` turns."""
-            return {constant} * turns
-        ''',
-    )
-    return Defect(
-        "dials",
-        name,
-        split,
-        fixed,
-        f"{constant} = {wrong}",
-        f"{constant} = {right}",
-        f"{function}(2) returns {2 * wrong} but should return {2 * right}.",
-        f"def test_{function}_at_rest():\n    assert {function}(0) == 0\n",
-        f"def test_{function}_two_turns():\n    assert {function}(2) == {2 * right}\n",
-    )
-
-
-def tally(name: str, split: str, rng: random.Random) -> Defect:
-    """A call of the wrong builtin (len, max, min or sum)."""
-    wrong, right = rng.sample(TALLY_FUNCTIONS, 2)
-    function = f"{name}_tally"
-    result = lambda f, v: getattr(builtins, f)(v)  # noqa: E731
-    values = rng.sample(range(2, 10), 3)
-    while result(wrong, values) == result(right, values):
-        values = rng.sample(range(2, 10), 3)
-    same = [1] if "len" in (wrong, right) else [rng.randrange(2, 10)]  # where both agree
-    fixed = module(
-        f"Tallies of the {name}.",
-        f'''
-        def {function}(values):
-            """The {name} tally of `values`."""
-            return {right}(values)
-        ''',
-    )
-    return Defect(
-        "tallies",
-        name,
-        split,
-        fixed,
-        f"    return {wrong}(values)",
-        f"    return {right}(values)",
-        f"{function}({values}) returns {result(wrong, values)} but should return "
-        f"{result(right, values)}.",
-        f"def test_{function}_single():\n    assert {function}({same}) == {result(right, same)}\n",
-        f"def test_{function}_three():\n    assert {function}({values}) == {result(right, values)}\n",
-    )
-
-
-def switch(name: str, split: str, rng: random.Random) -> Defect:
-    """A flag with the wrong truth value."""
-    right = rng.choice((True, False))
-    constant, function = f"{name.upper()}_ENABLED", f"{name}_enabled"
-    fixed = module(
-        f"The {name} switch.",
-        f'''
-        {constant} = {right}
-
-
-        def {function}():
-            """Whether the {name} is switched on."""
-            return {constant}
-        ''',
-    )
-    return Defect(
-        "switches",
-        name,
-        split,
-        fixed,
-        f"{constant} = {not right}",
-        f"{constant} = {right}",
-        f"{function}() returns {not right} but should return {right}.",
-        f"def test_{function}_is_a_flag():\n    assert isinstance({function}(), bool)\n",
-        f"def test_{function}_value():\n    assert {function}() is {right}\n",
-    )
-
-
-def typo(word: str, rng: random.Random) -> str:
-    """`word` with one letter dropped, doubled or swapped with the next (never the first)."""
-    while True:
-        i = rng.randrange(1, len(word) - 1)
-        kind = rng.choice(("drop", "double", "swap"))
-        if kind == "drop":
-            wrong = word[:i] + word[i + 1 :]
-        elif kind == "double":
-            wrong = word[:i] + word[i] + word[i:]
-        else:
-            wrong = word[:i] + word[i + 1] + word[i] + word[i + 2 :]
-        if wrong != word:
-            return wrong
-
-
-def label(name: str, split: str, rng: random.Random) -> Defect:
-    """A string with a typo."""
-    wrong = typo(name, rng)
-    constant, function = f"{name.upper()}_LABEL", f"{name}_label"
-    fixed = module(
-        f"The {name} label.",
-        f'''
-        {constant} = "{name}"
-
-
-        def {function}():
-            """The label printed on the {name}."""
-            return {constant}
-        ''',
-    )
-    return Defect(
-        "labels",
-        name,
-        split,
-        fixed,
-        f'{constant} = "{wrong}"',
-        f'{constant} = "{name}"',
-        f"{function}() returns {wrong!r} but should return {name!r}.",
-        f"def test_{function}_initial():\n    assert {function}().startswith({name[0]!r})\n",
-        f"def test_{function}_spelling():\n    assert {function}() == {name!r}\n",
-    )
-
-
-TEMPLATES = {"dials": dial, "labels": label, "switches": switch, "tallies": tally}
-
-
-def defects(num_names: int, held_out_every: int) -> list[Defect]:
-    """Every task of the family, repository by repository, names in order; seeded."""
-    all_names = names(num_names)
-    held_out = held_out_names(all_names, held_out_every)
-    result = []
-    for repo, template in TEMPLATES.items():
-        rng = random.Random(f"{SEED}-{repo}")
-        for name in all_names:
-            result.append(template(name, "held_out" if name in held_out else "train", rng))
-    return result
 
 
 def test_file(repo: str, tests: list[str], imports: list[tuple[str, str]]) -> str:

@@ -18,7 +18,7 @@ from deepswe_jax.sampling import (
     SamplingParams,
     sample_next_tokens,
 )
-from deepswe_jax.sampling.jax_sampler import first_argmax
+from deepswe_jax.sampling.decoding import first_argmax
 
 CONFIG = Qwen3Config(
     vocab_size=101,
