@@ -31,7 +31,7 @@ import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
-from deepswe_jax.agent.trajectory import read_trajectories
+from deepswe_jax.agent.trajectory import Trajectory, read_trajectories
 from deepswe_jax.experiment import (
     device_mesh,
     initial_params,
@@ -39,7 +39,8 @@ from deepswe_jax.experiment import (
     sharding_rules,
     update_settings,
 )
-from deepswe_jax.rl.batch import assemble_batch
+from deepswe_jax.rl.batch import TrainBatch
+from deepswe_jax.rl.loop import update_batch
 from deepswe_jax.rl.sft import sft_batch
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/learn_tiny.py", "Run config.")
@@ -72,26 +73,24 @@ def sign_agreement(a: np.ndarray, b: np.ndarray) -> float:
     return float((np.sign(a[both]) == np.sign(b[both])).mean()) if both.any() else float("nan")
 
 
-def main(argv: list[str]) -> None:
-    del argv
-    config = _CONFIG.value
-    config.init_from = _POLICY.value
-    trajectories = read_trajectories(_TRAJECTORIES.value)
+def batch_gradients(
+    config, trajectories: list[Trajectory]
+) -> tuple[TrainBatch, list[Trajectory], dict[str, np.ndarray]]:
+    """The batch launch/train.py would build from `trajectories` (as one step), its resolved
+    trajectories, and the four gradients of the module docstring at config.init_from."""
     resolved = [t for t in trajectories if t.reward > 0 and not t.infra_error]
     if not resolved:
-        raise SystemExit(f"{_TRAJECTORIES.value}: no resolved trajectory, so no SFT direction")
-    mesh = device_mesh(config)
-    rules = sharding_rules(config)
+        raise ValueError("no resolved trajectory, so no SFT direction to compare with")
+    mesh, rules = device_mesh(config), sharding_rules(config)
     params = initial_params(config, mesh, rules)
-    settings = update_settings(config)
-    batch = assemble_batch(
-        trajectories,
+    settings = dataclasses.replace(update_settings(config), mini_batches=1)
+    batch = update_batch(trajectories, settings)
+    grpo = make_trainer(config, mesh, rules, objective="grpo")
+    sft = sft_batch(
+        resolved,
         micro_batch_size=settings.micro_batch_size,
-        advantage=settings.advantage,
-        compact_filtering=settings.compact_filtering,
         length_buckets=settings.length_buckets,
     )
-    grpo = make_trainer(config, mesh, rules, objective="grpo")
     gradients = {
         "grpo": flat_gradient(grpo, params, batch.micro_batches),
         "positive": flat_gradient(
@@ -101,15 +100,21 @@ def main(argv: list[str]) -> None:
             grpo, params, with_advantages(batch.micro_batches, lambda a: a < 0)
         ),
         "sft": flat_gradient(
-            make_trainer(config, mesh, rules, objective="sft"),
-            params,
-            sft_batch(
-                resolved,
-                micro_batch_size=settings.micro_batch_size,
-                length_buckets=settings.length_buckets,
-            ).micro_batches,
+            make_trainer(config, mesh, rules, objective="sft"), params, sft.micro_batches
         ),
     }
+    return batch, resolved, gradients
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    config = _CONFIG.value
+    config.init_from = _POLICY.value
+    trajectories = read_trajectories(_TRAJECTORIES.value)
+    try:
+        batch, resolved, gradients = batch_gradients(config, trajectories)
+    except ValueError as error:
+        raise SystemExit(f"{_TRAJECTORIES.value}: {error}") from None
     figures = {
         "episodes": len(trajectories),
         "resolved": len(resolved),

@@ -43,7 +43,7 @@ from deepswe_jax.env.protocols import EnvPoolProtocol
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.interrupts import deferred_interrupts
 from deepswe_jax.parallel.distributed import allgather_bytes, host_copy, process_local_record
-from deepswe_jax.rl.batch import assemble_batch
+from deepswe_jax.rl.batch import TrainBatch, assemble_batch
 from deepswe_jax.rl.metrics import batch_metrics, rollout_metrics
 from deepswe_jax.rl.overlap import RolloutScheduler
 from deepswe_jax.rl.run_directory import RunDirectory, RunState
@@ -120,6 +120,19 @@ def tasks_for_iteration(
     return list(chosen.values()), position
 
 
+def update_batch(trajectories: Sequence[Trajectory], settings: UpdateSettings) -> TrainBatch:
+    """The batch `update_policy` trains on: advantages, compact filter, rows padded to a length
+    bucket, split into `settings.mini_batches` mini-batches."""
+    return assemble_batch(
+        trajectories,
+        micro_batch_size=settings.micro_batch_size,
+        advantage=settings.advantage,
+        compact_filtering=settings.compact_filtering,
+        length_buckets=settings.length_buckets,
+        mini_batches=settings.mini_batches,
+    )
+
+
 def update_policy(
     trainer: Trainer,
     state: TrainState,
@@ -134,14 +147,7 @@ def update_policy(
     Returns the new state and the batch metrics plus the last step's train/ metrics and the
     number of optimizer steps taken (train/optimizer_steps).
     """
-    batch = assemble_batch(
-        trajectories,
-        micro_batch_size=settings.micro_batch_size,
-        advantage=settings.advantage,
-        compact_filtering=settings.compact_filtering,
-        length_buckets=settings.length_buckets,
-        mini_batches=settings.mini_batches,
-    )
+    batch = update_batch(trajectories, settings)
     metrics = batch_metrics(batch.stats, len(batch.micro_batches))
     if not batch.micro_batches:
         return state, {**metrics, "train/skipped": 1.0}

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.gradient_alignment import cosine, flat_gradient, sign_agreement, with_advantages
+from bench.gradient_alignment import batch_gradients, cosine, sign_agreement
 from configs import learn_tiny
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
-from deepswe_jax.experiment import device_mesh, initial_params, make_trainer, sharding_rules
-from deepswe_jax.rl.batch import assemble_batch
-from deepswe_jax.rl.sft import sft_batch
 
 PROMPT_LEN = 5
 
@@ -45,22 +42,11 @@ def test_positive_part_is_sft_on_successes_and_the_parts_sum_to_the_gradient():
         for task in ("a", "b")
         for i in range(4)
     ]
-    config = learn_tiny.get_config()
-    mesh, rules = device_mesh(config), sharding_rules(config)
-    params = initial_params(config, mesh, rules)
-    batch = assemble_batch(
-        trajectories, micro_batch_size=8, compact_filtering=False, length_buckets=(128,)
-    )
-    grpo = make_trainer(config, mesh, rules, objective="grpo")
-    whole = flat_gradient(grpo, params, batch.micro_batches)
-    positive = flat_gradient(grpo, params, with_advantages(batch.micro_batches, lambda a: a > 0))
-    negative = flat_gradient(grpo, params, with_advantages(batch.micro_batches, lambda a: a < 0))
-    resolved = [t for t in trajectories if t.reward > 0]
-    sft = flat_gradient(
-        make_trainer(config, mesh, rules, objective="sft"),
-        params,
-        sft_batch(resolved, micro_batch_size=8, length_buckets=(128,)).micro_batches,
-    )
+    config = learn_tiny.get_config()  # random init: config.init_from is ''
+    config.rl.update(compact_filtering=False, micro_batch_size=8, length_buckets=(128,))
+    _, resolved, gradients = batch_gradients(config, trajectories)
+    whole, positive, negative, sft = (gradients[k] for k in ("grpo", "positive", "negative", "sft"))
+    assert [t.reward for t in resolved] == [1.0, 1.0]
 
     np.testing.assert_allclose(whole, positive + negative, rtol=1e-4, atol=1e-9)
     assert cosine(positive, sft) > 0.999
