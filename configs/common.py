@@ -1,5 +1,5 @@
-"""Every config field, in one place, with its default and meaning (DeepSWE-Preview's values
-where DESIGN.md gives one): the schema of all experiment configs.
+"""Every config field, in one place, with its default and meaning (DeepSWE-Preview's value where
+the recipe fixes one; configs/deepswe_qwen3_32b.py sets the rest): the schema of all configs.
 
 Experiment configs start from `get_config()` and change what differs; the config it returns is
 locked, so a field that is not declared here cannot be set: not by an experiment config, not
@@ -96,7 +96,7 @@ def get_config() -> ml_collections.ConfigDict:
             # optimizer steps per pass: the batch's task groups split in order into this many
             # mini-batches, each normalised on its own (verl's ppo_mini_batch_size =
             # tasks_per_step / mini_batches); must divide tasks_per_step. 1 = one step per batch
-            # (DESIGN.md); rLLM's DeepSWE 32B script takes 8 (configs/deepswe_qwen3_32b.py)
+            # (DeepSWE's 8B script); rLLM's DeepSWE 32B script takes 8 (configs/deepswe_qwen3_32b.py)
             mini_batches=1,
             logprob_chunk=1024,  # sequence positions per chunk of the log-prob computation
             total_steps=200,  # RL iterations of a run

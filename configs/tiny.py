@@ -1,4 +1,4 @@
-"""A few-million-parameter Qwen3 that runs the whole RL loop on 2 CPU cores.
+"""A 1.3M-parameter Qwen3 that runs the whole RL loop on 2 CPU cores.
 
 python launch/train.py --config=configs/tiny.py --workdir=/tmp/tiny_run --config.rl.lr=3e-4
 

@@ -1,4 +1,4 @@
-"""The dependency rules of DESIGN.md, read from the source's import statements (ast), so a new
+"""The dependency rules of ARCHITECTURE.md (Packages), read from the source's import statements (ast), so a new
 violation fails CI:
 
   - env/ imports no JAX (nor flax, optax, orbax), directly or through other modules;

@@ -91,13 +91,22 @@ def test_every_shipped_config_lays_out_its_parameters(name):
     mesh_shape = dict(zip(("data", "fsdp", "tensor"), mesh_shape_for(*sizes, devices), strict=True))
     model_config = Qwen3Config.from_hf_dict(config.model.to_dict())
     abstract = nnx.eval_shape(lambda: Qwen3ForCausalLM(model_config, rngs=nnx.Rngs(0)))
-    for _, variable in nnx.to_flat_state(nnx.state(abstract, nnx.Param)):
-        logical_to_spec(
+    specs = {
+        path: logical_to_spec(
             variable_logical_axes(variable),
             config.sharding_rules,
             shape=variable.get_value().shape,
             mesh_shape=mesh_shape,
         )
+        for path, variable in nnx.to_flat_state(nnx.state(abstract, nnx.Param))
+    }
+    # The embedding (the largest weight) is split over every device of the model axes.
+    embedding = next(spec for path, spec in specs.items() if "embed_tokens" in path)
+    named = [
+        a for entry in embedding if entry for a in ((entry,) if isinstance(entry, str) else entry)
+    ]
+    shards = math.prod(mesh_shape[axis] for axis in named)
+    assert shards == mesh_shape["fsdp"] * mesh_shape["tensor"], (name, embedding, mesh_shape)
 
 
 def test_constrain_applies_only_under_a_mesh():

@@ -94,12 +94,11 @@ def plan_memory(
     abstract = nnx.eval_shape(
         lambda: Qwen3ForCausalLM(model_config, rngs=nnx.Rngs(0), param_dtype=config.param_dtype)
     )
-    num_parameters, local_elements, gathered_layer_elements = 0, 0, 0
+    local_elements, gathered_layer_elements = 0, 0
     for _, variable in nnx.to_flat_state(nnx.state(abstract, nnx.Param)):
         shape = tuple(variable.get_value().shape)
         axes = variable_logical_axes(variable)
         spec = logical_to_spec(axes, rules, shape=shape, mesh_shape=mesh)
-        num_parameters += math.prod(shape)
         local_elements += _local_elements(shape, spec, mesh)
         if axes and axes[0] == "layers":  # one layer's weights, all-gathered over data/fsdp
             gather = {**mesh, "data": 1, "fsdp": 1}
@@ -140,7 +139,7 @@ def plan_memory(
     logits = int(3 * batch * min(chunk, seq_len) * math.ceil(c.vocab_size / tensor) * 4)
     return MemoryPlan(
         mesh=(data, fsdp, tensor),
-        num_parameters=num_parameters,
+        num_parameters=model_config.num_parameters,
         params=local_elements * param_bytes,
         optimizer=2 * local_elements * param_bytes,
         gradients=local_elements * param_bytes,
@@ -260,11 +259,7 @@ def plan_sampler_memory(
     sequences = math.ceil(config.sampler.max_batch / engines)
     seq_len = config.agent.max_prompt_tokens + config.agent.max_context
     dtype_bytes = jnp.dtype(config.compute_dtype).itemsize
-    abstract = nnx.eval_shape(lambda: Qwen3ForCausalLM(c, rngs=nnx.Rngs(0)))
-    num_parameters = sum(
-        math.prod(variable.get_value().shape)
-        for _, variable in nnx.to_flat_state(nnx.state(abstract, nnx.Param))
-    )
+    num_parameters = c.num_parameters
     # Key and value heads split over the tensor axis (replicated when there are fewer).
     kv_per_token = 2 * c.num_hidden_layers * math.ceil(c.num_key_value_heads / tensor)
     kv_per_token *= c.head_dim * dtype_bytes

@@ -104,7 +104,7 @@ def policy_loss(
 ) -> tuple[jax.Array, jax.Array]:
     """Clipped-surrogate loss as an unreduced sum and the denominator to divide it by.
 
-    Modes (DESIGN.md, GRPO++):
+    Modes (ARCHITECTURE.md, GRPO++):
       seq_sum_const: per sequence, token-loss sum / max_response_len; mean over sequences
         (DeepSWE, Dr. GRPO). sum = sum_seqs(token sum / L), denominator = number of sequences.
       token_mean: sum = token-loss sum, denominator = number of loss tokens.
