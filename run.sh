@@ -79,14 +79,21 @@ case "$COMMAND" in
   main)
     config=configs/learn_tiny.py
     echo "== 1/3 expert data and SFT warm start: $RUN_DIR/sft"
+    SECONDS=0
     python launch/train_sft.py --config=$config --workdir="$RUN_DIR/sft" \
       --expert_tasks=tasks/oneline/train_small.jsonl "$@"
+    sft_s=$SECONDS
     echo "== 2/3 GRPO++ from the warm start: $RUN_DIR/rl (tensorboard --logdir=$RUN_DIR/rl)"
+    SECONDS=0
     python launch/train.py --config=$config --workdir="$RUN_DIR/rl" \
       --config.init_from="$RUN_DIR/sft/checkpoints" "$@"
+    rl_s=$SECONDS
     echo "== 3/3 held-out evaluation: $RUN_DIR/eval (summary.json, curves.png)"
+    SECONDS=0
     python launch/evaluate.py --config=$config --policy="$RUN_DIR/rl/checkpoints" \
       --tasks=tasks/oneline/held_out.jsonl --num_runs=4 --output_dir="$RUN_DIR/eval" "$@"
+    python launch/summarize_run.py --rl_dir="$RUN_DIR/rl" --eval_dir="$RUN_DIR/eval" \
+      --stage_seconds=sft=$sft_s --stage_seconds=rl=$rl_s --stage_seconds=eval=$SECONDS
     ;;
   test)
     echo "== lint"

@@ -44,6 +44,7 @@ from deepswe_jax.env.tasks import Task
 from deepswe_jax.interrupts import deferred_interrupts
 from deepswe_jax.parallel.distributed import allgather_bytes, host_copy, process_local_record
 from deepswe_jax.rl.batch import TrainBatch, assemble_batch
+from deepswe_jax.rl.curve import DropWatch, iteration_reward
 from deepswe_jax.rl.metrics import batch_metrics, rollout_metrics
 from deepswe_jax.rl.overlap import RolloutScheduler
 from deepswe_jax.rl.run_directory import RunDirectory, RunState
@@ -323,6 +324,7 @@ def train(
             )
         )
         state = run.train_state
+        drops = DropWatch()  # warns when an iteration's reward falls far below the best
         scheduler.publish(run.iteration, published_weights(state.params, sampler))
         for iteration in range(run.iteration, settings.total_steps):
             started = time.perf_counter()
@@ -364,8 +366,11 @@ def train(
             }
             metrics.update(env_pool.metrics())
             run_dir.write_metrics(step, metrics)
+            drop = drops.observe(iteration_reward({"step": step, **metrics}))
             if primary:
                 log_progress(step, settings.total_steps, metrics, saving=saving)
+                if drop is not None:
+                    logger.warning("collapse? %s", drop)
         with deferred_interrupts():
             run_dir.wait_until_finished()
     return state
