@@ -86,9 +86,12 @@ def _is_positivity_check(compare: ast.Compare) -> bool:
     if len(compare.ops) != 1:
         return False
     left, op, right = compare.left, compare.ops[0], compare.comparators[0]
-    zero = lambda node: isinstance(node, ast.Constant) and node.value == 0  # noqa: E731
-    return (isinstance(op, (ast.Gt, ast.GtE)) and zero(right)) or (
-        isinstance(op, (ast.Lt, ast.LtE)) and zero(left)
+
+    def is_zero(node: ast.AST) -> bool:
+        return isinstance(node, ast.Constant) and node.value == 0
+
+    return (isinstance(op, (ast.Gt, ast.GtE)) and is_zero(right)) or (
+        isinstance(op, (ast.Lt, ast.LtE)) and is_zero(left)
     )
 
 
