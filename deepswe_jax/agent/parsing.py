@@ -34,14 +34,14 @@ from deepswe_jax.agent.prompts import TOOL_ALIASES, TOOLS
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
-# A name never holds "<": each scan for a name's ">" stops at the next "<", so a reply of many
-# unclosed "<function=" openings is read in linear time (not one scan to the end per opening).
-FUNCTION_OPEN = re.compile(r"<function=([^<>\n]*)>")
-PARAMETER_OPEN = re.compile(r"<parameter=([^>\n]*)>")
+FUNCTION_OPEN = "<function="
+PARAMETER_OPEN = "<parameter="
 PARAMETER_CLOSE = "</parameter>"
 FUNCTION_CLOSE = "</function>"
-# What may follow a value's closing tag: another parameter, the end of the call, or the end of the reply.
-VALUE_END = re.compile(r"</parameter>(?=\s*(?:<parameter=|</function>|\Z))")
+# A name never holds "<": each scan for a name's ">" stops at the next "<", so a reply of many
+# unclosed "<function=" openings is read in linear time (not one scan to the end per opening).
+FUNCTION_NAME = re.compile(r"[^<>\n]*")
+PARAMETER_KEY = re.compile(r"[^>\n]*")
 WHITESPACE = re.compile(r"\s*")
 
 CALL_EXAMPLE = """<function=execute_bash>
@@ -140,57 +140,127 @@ def render_function_call(name: str, parameters: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def parse_function_call(reply: str) -> ParseResult:
-    """Parses the first complete `<function=...>...</function>` block of `reply` (see module doc)."""
+class Scanner:
+    """A reply and the only ways the parser reads it, each counting the characters it passes.
+
+    Every read is a forward search for a fixed string or a run of one character class, which
+    the engine does in one pass with no backtracking, so `chars_scanned` is the parser's work:
+    tests check it stays within a few passes over the reply, without a clock.
+    """
+
+    def __init__(self, text: str):
+        self.text = text
+        self.chars_scanned = 0
+
+    def find(self, needle: str, start: int, stop: int | None = None) -> int:
+        """The first index of `needle` in text[start:stop], or -1."""
+        stop = len(self.text) if stop is None else stop
+        found = self.text.find(needle, start, stop)
+        self.chars_scanned += (stop if found < 0 else found + len(needle)) - start
+        return found
+
+    def startswith(self, prefix: str, position: int) -> bool:
+        self.chars_scanned += len(prefix)
+        return self.text.startswith(prefix, position)
+
+    def run_end(self, character_run: re.Pattern[str], position: int) -> int:
+        """Where the run of `character_run` (a pattern `[...]*` or `\\s*`) from `position` ends."""
+        end = character_run.match(self.text, position).end()
+        self.chars_scanned += end - position + 1  # the run and the character that stops it
+        return end
+
+
+@dataclass(frozen=True)
+class _Opening:
+    """A `<function=NAME>` tag: where it starts and ends, and NAME as written."""
+
+    start: int
+    end: int
+    name: str
+
+
+def _find_function_open(scanner: Scanner, position: int) -> _Opening | None:
+    """The first complete `<function=NAME>` at or after `position`."""
+    while (start := scanner.find(FUNCTION_OPEN, position)) >= 0:
+        name_start = start + len(FUNCTION_OPEN)
+        name_end = scanner.run_end(FUNCTION_NAME, name_start)
+        if scanner.startswith(">", name_end):
+            return _Opening(start, name_end + 1, scanner.text[name_start:name_end])
+        position = name_end  # no "<" before name_end, so no other opening starts before it
+    return None
+
+
+def _find_value_end(scanner: Scanner, position: int) -> int:
+    """The first `</parameter>` at or after `position` that ends a value (module doc), or -1."""
+    while (close := scanner.find(PARAMETER_CLOSE, position)) >= 0:
+        position = close + len(PARAMETER_CLOSE)
+        after = scanner.run_end(WHITESPACE, position)
+        if (
+            after == len(scanner.text)
+            or scanner.startswith(PARAMETER_OPEN, after)
+            or scanner.startswith(FUNCTION_CLOSE, after)
+        ):
+            return close
+    return -1
+
+
+def parse_function_call(reply: str | Scanner) -> ParseResult:
+    """Parses the first complete `<function=...>...</function>` block of `reply` (see module doc).
+
+    Pass a `Scanner` to read afterwards how many characters parsing passed over.
+    """
+    scanner = reply if isinstance(reply, Scanner) else Scanner(reply)
+    reply = scanner.text
     search_from = 0
-    stripped = reply.lstrip()
-    if stripped.startswith(THINK_OPEN):
-        think_end = reply.find(THINK_CLOSE)
+    if scanner.startswith(THINK_OPEN, scanner.run_end(WHITESPACE, 0)):
+        think_end = scanner.find(THINK_CLOSE, 0)
         if think_end < 0:
             return ParseResult(None, error=UNCLOSED_THINK_ERROR.format(example=CALL_EXAMPLE))
         search_from = think_end + len(THINK_CLOSE)
 
-    opening = FUNCTION_OPEN.search(reply, search_from)
+    opening = _find_function_open(scanner, search_from)
     if opening is None:
         return ParseResult(None, error=NO_CALL_ERROR.format(example=CALL_EXAMPLE))
-    thought = reply[: opening.start()]
-    written_name = opening.group(1).strip()
+    thought = reply[: opening.start]
+    written_name = opening.name.strip()
     name = TOOL_ALIASES.get(written_name, written_name)
 
     parameters: list[tuple[str, str]] = []
-    position = opening.end()
+    position = opening.end
     while True:
-        position = WHITESPACE.match(reply, position).end()
-        if reply.startswith(FUNCTION_CLOSE, position):
+        position = scanner.run_end(WHITESPACE, position)
+        if scanner.startswith(FUNCTION_CLOSE, position):
             call_end = position + len(FUNCTION_CLOSE)
             break
         if position == len(reply):
             return ParseResult(
                 None, error=UNCLOSED_FUNCTION_ERROR.format(name=written_name), thought=thought
             )
-        parameter = PARAMETER_OPEN.match(reply, position)
-        if parameter is None:
+        key_end = -1
+        if scanner.startswith(PARAMETER_OPEN, position):
+            key_end = scanner.run_end(PARAMETER_KEY, position + len(PARAMETER_OPEN))
+        if key_end < 0 or not scanner.startswith(">", key_end):
             snippet = reply[position : position + 40]
             return ParseResult(
                 None,
                 error=STRAY_TEXT_ERROR.format(name=written_name, snippet=snippet),
                 thought=thought,
             )
-        key = parameter.group(1).strip()
-        value_end = VALUE_END.search(reply, parameter.end())
-        if value_end is None:
+        key = reply[position + len(PARAMETER_OPEN) : key_end].strip()
+        value_start = key_end + 1
+        value_end = _find_value_end(scanner, value_start)
+        if value_end < 0:
             return ParseResult(
                 None,
                 error=UNCLOSED_PARAMETER_ERROR.format(key=key, name=written_name),
                 thought=thought,
             )
-        parameters.append((key, strip_format_newlines(reply[parameter.end() : value_end.start()])))
-        position = value_end.end()
+        parameters.append((key, strip_format_newlines(reply[value_start:value_end])))
+        position = value_end + len(PARAMETER_CLOSE)
 
-    rest = reply[call_end:]
-    next_call = FUNCTION_OPEN.search(rest)
-    before_next_call = rest if next_call is None else rest[: next_call.start()]
-    if FUNCTION_CLOSE in before_next_call:
+    next_call = _find_function_open(scanner, call_end)
+    before_next_call = len(reply) if next_call is None else next_call.start
+    if scanner.find(FUNCTION_CLOSE, call_end, before_next_call) >= 0:
         return ParseResult(
             None, error=AMBIGUOUS_END_ERROR.format(name=written_name), thought=thought
         )
@@ -200,7 +270,9 @@ def parse_function_call(reply: str) -> ParseResult:
         return ParseResult(None, error=error, thought=thought)
     notice = None
     if next_call is not None:
-        count = 1 + len(FUNCTION_OPEN.findall(reply, call_end))
+        count = 2
+        while (next_call := _find_function_open(scanner, next_call.end)) is not None:
+            count += 1
         notice = EXTRA_CALLS_NOTICE.format(count=count)
     return ParseResult(FunctionCall(name, dict(parameters)), notice=notice, thought=thought)
 

@@ -31,6 +31,28 @@ def make_task(instance_id: str = "calc-1", problem_statement: str = "add() subtr
     )
 
 
+class VirtualClockLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock jumps to the next timer whenever nothing is ready to run, so
+    sleeps and timeouts fire in the order they are due however slow the machine is (CPU work
+    takes no time on this clock). Only for code that waits on timers, not threads or sockets."""
+
+    def __init__(self):
+        super().__init__()
+        self._now = 0.0
+        poll = self._selector.select
+
+        def select(timeout: float | None = None):
+            if timeout is None:  # no timer pending: only I/O can wake the loop
+                return poll(None)
+            self._now += timeout
+            return poll(0)
+
+        self._selector.select = select
+
+    def time(self) -> float:
+        return self._now
+
+
 @dataclass(frozen=True)
 class FakeStepResult:
     observation: str

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import tokenizers
-from fake_env import FIXED_SOURCE, SOURCE_PATH, FakeEnvPool, make_task
+from fake_env import FIXED_SOURCE, SOURCE_PATH, FakeEnvPool, VirtualClockLoop, make_task
 
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
@@ -192,11 +192,14 @@ def test_max_context_when_the_observation_does_not_fit(tokenizer: ChatTokenizer)
 def test_timeout_stops_the_episode_and_releases_the_env(tokenizer: ChatTokenizer):
     pool = FakeEnvPool(step_delay_s=30.0)
     settings = make_settings(trajectory_timeout=0.2)
-    trajectory = run(
-        run_episode(
-            make_task(), pool, ScriptedSampler(fix_script(tokenizer)), tokenizer, settings, 0, 0
+    # On the virtual clock the first step starts at 0 s whatever the load, and the 0.2 s
+    # timeout fires during its 30 s.
+    with asyncio.Runner(loop_factory=VirtualClockLoop) as runner:
+        trajectory = runner.run(
+            run_episode(
+                make_task(), pool, ScriptedSampler(fix_script(tokenizer)), tokenizer, settings, 0, 0
+            )
         )
-    )
 
     assert trajectory.stop_reason is StopReason.timeout and trajectory.compact_filtered
     assert trajectory.num_steps == 1 and trajectory.reward == 0.0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import threading
 import time
 from pathlib import Path
 
@@ -31,17 +32,25 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV_LATENCY_S = 0.4  # per tool call and per grading: what a container's round trip costs
 
 
-def run_schedule(max_staleness: int, iterations: int, collect_s: float, train_s: float):
-    """Drives a RolloutScheduler with sleeping collect/train; returns (rollouts, train spans)."""
+def run_schedule(
+    max_staleness: int, iterations: int, collect_s: float, train_s: float, wait_ahead=False
+):
+    """Drives a RolloutScheduler with sleeping collect/train; returns (rollouts, train spans).
+    wait_ahead: each update also waits for the next iteration's rollouts, so which policy
+    version later rollouts sample does not depend on the machine's speed."""
     published = []
+    collected = [threading.Event() for _ in range(iterations)]
 
     async def collect(iteration: int, version: int) -> tuple[int, int]:
         await asyncio.sleep(collect_s)
+        collected[iteration].set()
         return iteration, version
 
     def update(iteration: int) -> tuple[float, float]:
         started = time.perf_counter()
         time.sleep(train_s)
+        if wait_ahead and iteration + 1 < iterations:
+            assert collected[iteration + 1].wait(timeout=60)  # a hang guard only
         return started, time.perf_counter()
 
     batches, spans = [], []
@@ -80,7 +89,7 @@ def test_staleness_one_collects_the_next_iteration_during_the_update():
 
 
 def test_staleness_two_runs_two_iterations_ahead():
-    batches, _, _ = run_schedule(2, 5, collect_s=0.01, train_s=0.05)
+    batches, _, _ = run_schedule(2, 5, collect_s=0.01, train_s=0.05, wait_ahead=True)
     versions = [b.policy_version for b in batches]
     assert all(i - 2 <= v <= i for i, v in enumerate(versions))
     assert max(i - v for i, v in enumerate(versions)) == 2
@@ -233,11 +242,6 @@ def test_overlapped_training_run(tmp_path: Path):
         # update per batch), not the stale sampler's, whose mismatch is only measured
         assert step_metrics["train/ratio_mean"] == pytest.approx(1.0, abs=1e-6)
         assert step_metrics["train/sampler_approx_kl"] != 0.0
+    # Lag 1: rollouts of k+1 sampled version k, so they ran during the update of k (the time
+    # that saves is measured by bench/overlap.py, not asserted: load would decide it).
     assert [m["rollout/policy_lag"] for m in metrics[1:]] == [1.0, 1.0]
-    # Rollouts of k+1 ran during the update of k: each later iteration waited for its rollouts
-    # less than they took, and took less than rollout + train time.
-    for step_metrics in metrics[1:]:
-        assert step_metrics["time/rollout_wait_s"] < step_metrics["time/rollout_s"]
-        assert step_metrics["time/iteration_s"] < (
-            step_metrics["time/rollout_s"] + step_metrics["time/train_s"]
-        )
