@@ -12,9 +12,10 @@ and exits 1; `--verbose` lets the traceback through instead. Ctrl-C (SIGINT) or 
 any moment, prints one line and exits 130, after the cleanups on its way out have run
 (containers removed, a checkpoint being written finished: see `interrupts`); an error raised
 while stopping counts as the interruption. Without `--verbose`, records logged with a
-traceback (Orbax logs hundreds of lines for one failed write) keep their first line, and
-library threads' errors after the run's own error or interruption are not printed. Usage
-errors stay absl's (the message and --help).
+traceback (Orbax logs hundreds of lines for one failed write) keep their first line, Orbax's
+errors are left to the exception that reports them, and library threads' errors after the
+run's own error or interruption are not printed. Usage errors stay absl's (the message and
+--help).
 
 Flags are parsed by `parse_flags`: absl's parsing, after refusing a `--config.<field>` override
 of a field the config does not declare, with the field's name and the closest one, and a
@@ -30,6 +31,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -57,6 +59,14 @@ class _FirstLineOnly(logging.Filter):
         message = record.getMessage().strip()
         record.msg, record.args = message.splitlines()[0] if message else message, None
         return True
+
+
+class _NoOrbaxErrors(logging.Filter):
+    """Drops Orbax's error records: a failed save or restore reaches the run as an exception
+    (CheckpointSaveError names the step and the cause) and is printed once, as the error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.ERROR or f"{os.sep}orbax{os.sep}" not in record.pathname
 
 
 def _flag_arguments(argv: Sequence[str], name: str) -> tuple[str | None, list[str]]:
@@ -156,6 +166,7 @@ def run(main: Callable[[list[str]], object]) -> None:
         verbose = _VERBOSE.value
         if not verbose:
             for handler in logging.getLogger().handlers:
+                handler.addFilter(_NoOrbaxErrors())
                 handler.addFilter(_FirstLineOnly())
         try:
             with interrupts.stop_gracefully():

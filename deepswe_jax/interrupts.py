@@ -18,7 +18,7 @@ between micro-batches whose buffers were donated raced XLA's threads on the way 
 segmentation faults), and a save stopped between writing and committing left a temporary folder.
 
 `exit_process(code)` ends the process without the interpreter's teardown once the cleanups have
-run (non-daemon threads joined, streams flushed): tearing down JAX, XLA and Orbax modules while
+run (non-daemon threads joined, atexit functions run, streams flushed): tearing down JAX, XLA and Orbax modules while
 their threads still ran ended interrupted runs in a segmentation fault or `Fatal Python error:
 Aborted`, and printed their threads' errors.
 
@@ -29,12 +29,14 @@ Only the main thread receives signals. Without `install()` (the library used fro
 from __future__ import annotations
 
 import _thread
+import atexit
 import contextlib
 import logging
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 
 # The signals that stop a run: Ctrl-C, and what schedulers (SLURM, Kubernetes) send.
@@ -64,6 +66,9 @@ def stop_requested() -> bool:
 
 def _handler(signum: int, frame: object) -> None:
     if _State.raise_again:
+        if getattr(frame, "f_code", None) is _unraisable.__code__:
+            _raise_again_soon()  # raised in the hook itself, it would be lost
+            return
         _State.raise_again = False
         raise KeyboardInterrupt
     if _State.received is not None:
@@ -79,10 +84,20 @@ def _handler(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _raise_again_soon() -> None:
+    """Runs `_handler` in the main thread once it has left the unraisable hook."""
+
+    def deliver() -> None:
+        time.sleep(0.05)
+        _thread.interrupt_main(signal.SIGINT)
+
+    threading.Thread(target=deliver, name="interrupts-raise-again", daemon=True).start()
+
+
 def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
     if isinstance(unraisable.exc_value, KeyboardInterrupt):
         _State.raise_again = True
-        _thread.interrupt_main(signal.SIGINT)  # runs _handler at the next instruction
+        _raise_again_soon()
         return
     if _State.received is None:
         sys.__unraisablehook__(unraisable)
@@ -120,11 +135,13 @@ def quiet_exit_noise() -> None:
 
 
 def exit_process(code: int) -> None:
-    """Ends the process with `code` after joining its non-daemon threads (as the interpreter
-    would), without the module teardown (see the module docstring)."""
+    """Ends the process with `code` after joining its non-daemon threads and running the atexit
+    functions (as the interpreter would: env.ownership removes containers still alive there),
+    without the module teardown (see the module docstring)."""
     for thread in threading.enumerate():
         if thread is not threading.current_thread() and not thread.daemon:
             thread.join()
+    atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

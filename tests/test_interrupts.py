@@ -14,12 +14,14 @@ This file is also the worker script: the run of launch/train.py (experiment.trai
 `deepswe_jax.cli.run`) with the real Docker env pool on one shipped task, a ScriptedSampler and
 test_loop's small model; or launch/evaluate.py's main with the gold patch. The worker creates
 <workdir>/phase on reaching the phase; in the imports, the train step and the save it then
-waits for <workdir>/signal_sent, so the signals surely arrive inside that phase. Episodes are
-interrupted once one of the run's containers runs.
+waits for <workdir>/signal_sent, so the signals surely arrive inside that phase; before the
+first compilation it waits inside a garbage-collection callback (`_in_a_gc_callback`).
+Episodes are interrupted once one of the run's containers runs.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -55,6 +57,26 @@ def _mark(workdir: Path, phase: str, wait: bool) -> None:
         time.sleep(0.05)
 
 
+def _in_a_gc_callback(workdir: Path, initial_params):
+    """`initial_params` (the first compilation), preceded by a garbage collection whose
+    callback waits for the signals: they land where JAX's `_xla_gc_callback` caught them during
+    compilation, inside a gc callback, where Python swallows a KeyboardInterrupt."""
+
+    def waiting(stage: str, info: dict) -> None:
+        if stage == "start" and not (workdir / "phase").exists():
+            _mark(workdir, "compile", wait=True)
+
+    def compile_first(*args):
+        gc.callbacks.append(waiting)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(waiting)
+        return initial_params(*args)
+
+    return compile_first
+
+
 def worker(argv: list[str]) -> None:
     """The run of the module docstring, interrupted in phase argv[2]."""
     import logging
@@ -87,9 +109,8 @@ def worker(argv: list[str]) -> None:
             _mark(workdir, phase, wait=False)
         return script
 
-    if phase == "compile":  # the signals arrive while the initial parameters are jitted
-        initial_params = training.initial_params
-        training.initial_params = lambda *a: _mark(workdir, phase, False) or initial_params(*a)
+    if phase == "compile":
+        training.initial_params = _in_a_gc_callback(workdir, training.initial_params)
     if phase == "train_step":
         update_policy = loop.update_policy
         loop.update_policy = lambda *args: _mark(workdir, phase, True) or update_policy(*args)
