@@ -162,7 +162,9 @@ def _containers(label: str) -> list:
 
     from deepswe_jax.env.ownership import RUN_LABEL
 
-    return docker.from_env().containers.list(all=True, filters={"label": f"{RUN_LABEL}={label}"})
+    # sparse: no inspection of each container, which races its removal (404)
+    client = docker.from_env()
+    return client.containers.list(all=True, sparse=True, filters={"label": f"{RUN_LABEL}={label}"})
 
 
 def _run_label(workdir: Path, phase: str) -> str | None:
