@@ -16,7 +16,8 @@ three times) into the stage running at that moment:
                    start, its first step, the RL's rollouts and first step, the evaluation's
                    episodes, so the moments are the same on every machine
 
-After each interruption: exit status 130, one line of output (progress lines aside), no
+A moment that comes after the job has finished starts a new job in a fresh folder (the
+finished one is checked at the end like the last). After each interruption: exit status 130, one line of output (progress lines aside), no
 container of that process left, no `*.orbax-checkpoint-tmp*` folder, no `.partial` or `.tmp`
 file. Then the job runs to the end and must have one metrics row per step in each stage, an
 evaluation summary, and the final parameters of an uninterrupted run (--reference, run first
@@ -48,11 +49,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 CONFIG = "configs/learn_tiny.py"
-# learn_tiny, small enough for many reruns: 4 SFT steps, 3 GRPO++ iterations of 2 tasks x 2
+RL_STEPS = 2
+# learn_tiny, small enough for many reruns: 4 SFT steps, 2 GRPO++ iterations of 2 tasks x 2
 # rollouts (one optimizer step each), checkpoints every 2 steps, 1 held-out task x 2 runs.
 SMALL = (
     "--config.sft.num_steps=4",
-    "--config.rl.total_steps=3",
+    f"--config.rl.total_steps={RL_STEPS}",
     "--config.rl.n_rollouts=2",
     "--config.rl.num_iterations=1",
     "--config.rl.mini_batches=1",
@@ -65,9 +67,9 @@ EVAL_TASKS = "dials-buta"
 MARKERS = (
     ("sft", r"selected \d+ trajectories"),
     ("sft", r"sft step \d+/"),
-    ("rl", r"rollouts v\d+:"),
-    ("rl", r"^I.*\] step \d/3:"),
-    ("eval", r"eval .*:\s+0%"),
+    ("rl", r"rollouts v\d+:.*\| [1-4]/4 \["),
+    ("rl", rf"^I.*\] step \d/{RL_STEPS}:"),
+    ("eval", r"eval .*\| [12]/2 \["),
 )
 NOISE = re.compile(r"^I\d{4} \d\d:\d\d:\d\d|\d+%\||^\s*$")  # absl INFO lines, progress bars
 INTERRUPTED = re.compile(r"^interrupted \(SIGINT\): stopped cleanly")
@@ -287,20 +289,22 @@ def soak(
         report["reference_timings_s"] = run_job(reference)["timings_s"]
         report["reference_s"] = round(time.monotonic() - started, 1)
     timings = report.get("reference_timings_s") or {stage: 60.0 for stage in STAGES}
-    job = root / "interrupted"
+    jobs = [root / "job_0"]
     results = []
     started = time.monotonic()
     for moment in moments(count, markers=markers, seed=seed, timings=timings):
-        result = run_job(job, moment)
+        result = run_job(jobs[-1], moment)
         result.update(signals=moment.signals, moment=moment.pattern or round(moment.delay, 1))
         results.append(result)
         print(json.dumps(result), flush=True)
-    report["final_timings_s"] = run_job(job)["timings_s"]
+        if result["stage"] is None:  # the job finished before the moment: the next starts anew
+            jobs.append(root / f"job_{len(jobs)}")
+    report["final_timings_s"] = run_job(jobs[-1])["timings_s"]
     report["soak_s"] = round(time.monotonic() - started, 1)
+    report["jobs"] = {job.name: job_outcome(job) for job in jobs if job.exists()}
     report["interrupted"] = sum(r["stage"] is not None for r in results)
     report["by_stage"] = {s: sum(r["stage"] == s for r in results) for s in STAGES}
     report["problems"] = [r for r in results if r.get("problems")]
-    report["job"] = job_outcome(job)
     if reference is not False:
         report["reference"] = job_outcome(reference)
     (root / "soak.json").write_text(json.dumps(report, indent=2))

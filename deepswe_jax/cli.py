@@ -157,6 +157,14 @@ def parse_flags(argv: list[str]) -> list[str]:
     return app.parse_flags_with_usage(argv)
 
 
+def _stop(verbose: bool) -> None:
+    """The end of an interrupted run: one line, exit status 130."""
+    if not verbose:
+        interrupts.quiet_exit_noise()
+    print(interrupts.interrupted_line(), file=sys.stderr, flush=True)
+    interrupts.exit_process(interrupts.EXIT_STATUS)
+
+
 def run(main: Callable[[list[str]], object]) -> None:
     """absl's app.run(main) with the error and interrupt handling of the module docstring and
     the flag parsing of `parse_flags`."""
@@ -168,27 +176,26 @@ def run(main: Callable[[list[str]], object]) -> None:
             for handler in logging.getLogger().handlers:
                 handler.addFilter(_NoOrbaxErrors())
                 handler.addFilter(_FirstLineOnly())
+        # The exits happen inside the except blocks: the exception's traceback keeps the frames
+        # (and the containers' runtimes they hold) alive for the atexit functions that remove
+        # what a cancelled start created late (env.ownership.close_all_runtimes).
         try:
             with interrupts.stop_gracefully():
                 main(argv)
-            return
         except app.UsageError:
             raise
         except KeyboardInterrupt:
-            pass
+            _stop(verbose)
         except Exception as error:
-            if not interrupts.stop_requested():
-                if verbose:
-                    raise
-                interrupts.quiet_exit_noise()
-                print(f"error: {one_line(error, limit=2000)}", file=sys.stderr)
-                print(HINT, file=sys.stderr, flush=True)
-                interrupts.exit_process(1)
-            if verbose:  # the interruption's side effect, shown on request
-                traceback.print_exc()
-        if not verbose:
+            if interrupts.stop_requested():
+                if verbose:  # the interruption's side effect, shown on request
+                    traceback.print_exc()
+                _stop(verbose)
+            if verbose:
+                raise
             interrupts.quiet_exit_noise()
-        print(interrupts.interrupted_line(), file=sys.stderr, flush=True)
-        interrupts.exit_process(interrupts.EXIT_STATUS)
+            print(f"error: {one_line(error, limit=2000)}", file=sys.stderr)
+            print(HINT, file=sys.stderr, flush=True)
+            interrupts.exit_process(1)
 
     app.run(guarded, flags_parser=parse_flags)
