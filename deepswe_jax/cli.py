@@ -8,18 +8,22 @@ An exception leaving `main` prints
     error: <Type>: <first line of its message>
     (--verbose prints the full traceback)
 
-and exits 1; `--verbose` lets the traceback through instead. KeyboardInterrupt (Ctrl-C,
-SIGINT) prints one line and exits 130, after the cleanups on its way out have run (containers
-removed, a checkpoint being written finished: see `interrupts`). Without `--verbose`, records
-logged with a traceback (Orbax logs hundreds of lines for one failed write) keep their first
-line. Usage errors stay absl's (the message and --help).
+and exits 1; `--verbose` lets the traceback through instead. Ctrl-C (SIGINT) or SIGTERM, at
+any moment, prints one line and exits 130, after the cleanups on its way out have run
+(containers removed, a checkpoint being written finished: see `interrupts`); an error raised
+while stopping counts as the interruption. Without `--verbose`, records logged with a
+traceback (Orbax logs hundreds of lines for one failed write) keep their first line, Orbax's
+errors are left to the exception that reports them, and library threads' errors after the
+run's own error or interruption are not printed. Usage errors stay absl's (the message and
+--help).
 
 Flags are parsed by `parse_flags`: absl's parsing, after refusing a `--config.<field>` override
-of a field the config does not declare, with the field's name and the closest one, before
-`main` (and any work) starts. ml_collections' config_flags already parses each override with
-the field's type (`--config.rl.lr=abc` fails with "flag --config.rl.lr=abc: could not convert
-string to float") and locks the config; an override naming no field, though, ends there in a
-traceback about a KeyError.
+of a field the config does not declare, with the field's name and the closest one, and a
+--config file that does not exist, with the closest file name (an override of a missing file
+ended in a 59-line traceback), before `main` (and any work) starts. ml_collections'
+config_flags already parses each override with the field's type (`--config.rl.lr=abc` fails
+with "flag --config.rl.lr=abc: could not convert string to float") and locks the config; an
+override naming no field, though, ends there in a traceback about a KeyError.
 """
 
 from __future__ import annotations
@@ -27,20 +31,23 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import logging
-import signal
+import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import ml_collections
 from absl import app, flags
 
+from deepswe_jax import interrupts
 from deepswe_jax.errors import one_line
 
 _VERBOSE = flags.DEFINE_bool(
     "verbose", False, "On an error, print the full traceback (and library logs' tracebacks)."
 )
-INTERRUPTED = "interrupted (SIGINT): stopped cleanly, nothing half-written; exit status 130"
+INTERRUPTED = interrupts.interrupted_line("SIGINT")
+HINT = "(--verbose prints the full traceback)"
 CONFIG_FLAG = "config"
 
 
@@ -52,6 +59,14 @@ class _FirstLineOnly(logging.Filter):
         message = record.getMessage().strip()
         record.msg, record.args = message.splitlines()[0] if message else message, None
         return True
+
+
+class _NoOrbaxErrors(logging.Filter):
+    """Drops Orbax's error records: a failed save or restore reaches the run as an exception
+    (CheckpointSaveError names the step and the cause) and is printed once, as the error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.ERROR or f"{os.sep}orbax{os.sep}" not in record.pathname
 
 
 def _flag_arguments(argv: Sequence[str], name: str) -> tuple[str | None, list[str]]:
@@ -105,10 +120,30 @@ def unknown_field(config: ml_collections.ConfigDict, field: str) -> str | None:
     return None
 
 
+def missing_config_file(argument: str) -> str | None:
+    """Why `--config=argument` names no file (with the closest one), or None when it does."""
+    path = Path(argument.split(":", 1)[0])
+    if path.is_file():
+        return None
+    siblings = sorted(p.name for p in path.parent.glob("*.py")) if path.parent.is_dir() else []
+    close = difflib.get_close_matches(path.name, siblings, n=1)
+    hint = f" (did you mean {path.parent / close[0]}?)" if close else ""
+    return f"FileNotFoundError: --{CONFIG_FLAG}={argument}: no such config file{hint}"
+
+
+def _refuse(message: str) -> None:
+    sys.stderr.write(f"error: {message}\n{HINT}\n")
+    sys.exit(1)
+
+
 def parse_flags(argv: list[str]) -> list[str]:
-    """absl's flag parsing, after refusing a `--config.<field>` override of a field the config
-    does not declare (the module docstring)."""
+    """absl's flag parsing, after refusing a --config file that does not exist and a
+    `--config.<field>` override of a field the config does not declare (the module docstring)."""
     path, fields = _flag_arguments(argv[1:], CONFIG_FLAG)
+    if path:
+        missing = missing_config_file(path)
+        if missing is not None:
+            _refuse(missing)
     config = _load_config(path) if path else None
     if config is not None:
         for field in fields:
@@ -122,29 +157,45 @@ def parse_flags(argv: list[str]) -> list[str]:
     return app.parse_flags_with_usage(argv)
 
 
+def _stop(verbose: bool) -> None:
+    """The end of an interrupted run: one line, exit status 130."""
+    if not verbose:
+        interrupts.quiet_exit_noise()
+    print(interrupts.interrupted_line(), file=sys.stderr, flush=True)
+    interrupts.exit_process(interrupts.EXIT_STATUS)
+
+
 def run(main: Callable[[list[str]], object]) -> None:
     """absl's app.run(main) with the error and interrupt handling of the module docstring and
     the flag parsing of `parse_flags`."""
+    interrupts.install()  # scripts install it before their imports already; this is the rest
 
     def guarded(argv: list[str]) -> None:
-        if not _VERBOSE.value:
+        verbose = _VERBOSE.value
+        if not verbose:
             for handler in logging.getLogger().handlers:
+                handler.addFilter(_NoOrbaxErrors())
                 handler.addFilter(_FirstLineOnly())
+        # The exits happen inside the except blocks: the exception's traceback keeps the frames
+        # (and the containers' runtimes they hold) alive for the atexit functions that remove
+        # what a cancelled start created late (env.ownership.close_all_runtimes).
         try:
-            main(argv)
-        except KeyboardInterrupt:
-            # Stopping already: a second Ctrl-C must not cut short the interpreter's exit
-            # (threads still removing containers are joined there).
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            print(INTERRUPTED, file=sys.stderr, flush=True)
-            sys.exit(130)
+            with interrupts.stop_gracefully():
+                main(argv)
         except app.UsageError:
             raise
+        except KeyboardInterrupt:
+            _stop(verbose)
         except Exception as error:
-            if _VERBOSE.value:
+            if interrupts.stop_requested():
+                if verbose:  # the interruption's side effect, shown on request
+                    traceback.print_exc()
+                _stop(verbose)
+            if verbose:
                 raise
+            interrupts.quiet_exit_noise()
             print(f"error: {one_line(error, limit=2000)}", file=sys.stderr)
-            print("(--verbose prints the full traceback)", file=sys.stderr, flush=True)
-            sys.exit(1)
+            print(HINT, file=sys.stderr, flush=True)
+            interrupts.exit_process(1)
 
     app.run(guarded, flags_parser=parse_flags)

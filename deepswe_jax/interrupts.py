@@ -1,35 +1,170 @@
-"""Ctrl-C at safe points: a SIGINT that arrives while a train step or a checkpoint save runs is
-held until that block ends, then raised there as KeyboardInterrupt.
+"""Stopping on Ctrl-C (SIGINT) or SIGTERM at any moment, without losing work.
 
-    with deferred_interrupts():
+    interrupts.install()          # a launch/ script's first import, before the heavy ones
+    cli.run(main)                 # main runs with stop_gracefully(); see deepswe_jax.cli
+    with deferred_interrupts():   # a train step or a checkpoint save: finished first
         state, metrics = trainer.step(state, micro_batches)
 
-Python raises KeyboardInterrupt wherever the main thread happens to be. In the middle of a train
-step that is between micro-batches whose buffers were donated, while XLA still computes on its
-own threads; unwinding and interpreter exit then raced that computation (issue 17: one of two
-SIGINTs in a train step ended in a segmentation fault). In a checkpoint save it could stop
-Orbax between writing and committing. Holding the signal costs at most one step's time.
+Before `main` starts (imports, flag parsing) there is nothing to clean up: a signal prints the
+one line and ends the process at once. Inside `main` the first signal raises KeyboardInterrupt
+in the main thread, so the `with` blocks on its way out run (containers removed, the checkpoint
+being written finished); the second and third are counted and ignored, so nothing that cleans up
+is cut short. A KeyboardInterrupt that Python swallowed (raised inside a garbage-collection
+callback or a `__del__`, e.g. JAX's `_xla_gc_callback` during compilation) is raised again at
+the main thread's next instruction; before, the run went on to the end and exited 0.
 
-Only the main thread receives signals; elsewhere, or when SIGINT is not Python's default
-handler (ignored in a background job, or another handler installed), the block runs as is.
-Further SIGINTs in the block are held too (the first one already stops the run).
+Inside `deferred_interrupts()` the signal is held until the block ends: a train step stopped
+between micro-batches whose buffers were donated raced XLA's threads on the way out (issue 17:
+segmentation faults), and a save stopped between writing and committing left a temporary folder.
+
+`exit_process(code)` ends the process without the interpreter's teardown once the cleanups have
+run (non-daemon threads joined, atexit functions run, streams flushed): tearing down JAX, XLA and Orbax modules while
+their threads still ran ended interrupted runs in a segmentation fault or `Fatal Python error:
+Aborted`, and printed their threads' errors.
+
+Only the main thread receives signals. Without `install()` (the library used from Python),
+`deferred_interrupts` holds SIGINT when Python's default handler is in place, as before.
 """
 
 from __future__ import annotations
 
+import _thread
+import atexit
 import contextlib
+import logging
+import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Iterator
+
+# The signals that stop a run: Ctrl-C, and what schedulers (SLURM, Kubernetes) send.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+EXIT_STATUS = 130
+
+
+class _State:
+    installed = False
+    graceful = False  # main runs: raise KeyboardInterrupt instead of exiting at once
+    received: str | None = None  # the name of the first stop signal
+    deferring = 0  # depth of deferred_interrupts blocks
+    held = False  # a signal arrived in a deferred block
+    raise_again = False  # a KeyboardInterrupt was swallowed: raise it once more
+
+
+def interrupted_line(name: str | None = None) -> str:
+    """The one line an interrupted run prints."""
+    name = name or _State.received or "SIGINT"
+    return f"interrupted ({name}): stopped cleanly, nothing half-written; exit status {EXIT_STATUS}"
+
+
+def stop_requested() -> bool:
+    """Whether a stop signal arrived since `install()`."""
+    return _State.received is not None
+
+
+def _handler(signum: int, frame: object) -> None:
+    if _State.raise_again:
+        if getattr(frame, "f_code", None) is _unraisable.__code__:
+            _raise_again_soon()  # raised in the hook itself, it would be lost
+            return
+        _State.raise_again = False
+        raise KeyboardInterrupt
+    if _State.received is not None:
+        return  # the second and third Ctrl-C: already stopping
+    _State.received = signal.Signals(signum).name
+    if not _State.graceful:
+        sys.stderr.write(interrupted_line() + "\n")
+        sys.stderr.flush()
+        os._exit(EXIT_STATUS)
+    if _State.deferring:
+        _State.held = True
+        return
+    raise KeyboardInterrupt
+
+
+def _raise_again_soon() -> None:
+    """Runs `_handler` in the main thread once it has left the unraisable hook."""
+
+    def deliver() -> None:
+        time.sleep(0.05)
+        _thread.interrupt_main(signal.SIGINT)
+
+    threading.Thread(target=deliver, name="interrupts-raise-again", daemon=True).start()
+
+
+def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        _State.raise_again = True
+        _raise_again_soon()
+        return
+    if _State.received is None:
+        sys.__unraisablehook__(unraisable)
+
+
+def install() -> None:
+    """Handles SIGINT and SIGTERM as the module docstring says (main thread only). A shell
+    without job control starts background commands with SIGINT ignored; that stays so."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _handler)
+    sys.unraisablehook = _unraisable
+    _State.installed = True
+
+
+@contextlib.contextmanager
+def stop_gracefully() -> Iterator[None]:
+    """The block (a launch script's main) stops on a signal by KeyboardInterrupt, with its
+    cleanups, instead of at once."""
+    _State.graceful = True
+    try:
+        yield
+    finally:
+        _State.graceful = False
+
+
+def quiet_exit_noise() -> None:
+    """Background threads' errors and unraisable exceptions after this are not printed: the
+    run already reported why it ends (`--verbose` keeps them)."""
+    threading.excepthook = lambda args: None
+    sys.unraisablehook = lambda unraisable: None
+    logging.disable(logging.CRITICAL)
+
+
+def exit_process(code: int) -> None:
+    """Ends the process with `code` after joining its non-daemon threads and running the atexit
+    functions (as the interpreter would: env.ownership removes containers still alive there),
+    without the module teardown (see the module docstring)."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 @contextlib.contextmanager
 def deferred_interrupts() -> Iterator[None]:
-    """Runs the block with SIGINT held; raises KeyboardInterrupt after it if one came."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):
+    """Runs the block with stop signals held; raises KeyboardInterrupt after it if one came."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if _State.installed and signal.getsignal(signal.SIGINT) is _handler:
+        _State.deferring += 1
+        try:
+            yield
+        finally:
+            _State.deferring -= 1
+        if not _State.deferring and _State.held:
+            _State.held = False
+            raise KeyboardInterrupt
+        return
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         yield
         return
     received: list[int] = []

@@ -10,6 +10,10 @@ import sys
 # deepswe_jax/ lives there.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from deepswe_jax import interrupts  # noqa: E402
+
+interrupts.install()  # before the heavy imports: Ctrl-C while they load ends in one line
+
 from absl import flags  # noqa: E402
 
 from deepswe_jax import cli  # noqa: E402

@@ -14,6 +14,10 @@ import sys
 # sys.path.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from deepswe_jax import interrupts  # noqa: E402
+
+interrupts.install()  # before the heavy imports: Ctrl-C while they load ends in one line
+
 import jax.numpy as jnp  # noqa: E402
 from absl import flags  # noqa: E402
 from flax import nnx  # noqa: E402

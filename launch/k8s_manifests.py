@@ -22,6 +22,10 @@ from pathlib import Path
 # Run as a script (python launch/k8s_manifests.py), the repository root is not on sys.path.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from deepswe_jax import interrupts  # noqa: E402
+
+interrupts.install()  # before the heavy imports: Ctrl-C while they load ends in one line
+
 from absl import app, flags  # noqa: E402
 
 from deepswe_jax import cli  # noqa: E402

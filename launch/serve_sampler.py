@@ -28,6 +28,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 # Run as a script (python launch/serve_sampler.py), the repository root is not on sys.path.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from deepswe_jax import interrupts  # noqa: E402
+
+interrupts.install()  # before the heavy imports: Ctrl-C while they load ends in one line
+
 from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 from ml_collections import config_flags  # noqa: E402

@@ -42,6 +42,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # Run as a script (python launch/sweep.py), the repository root is not on sys.path; configs/ live there.
 sys.path.insert(0, str(REPO_ROOT))
 
+from deepswe_jax import interrupts  # noqa: E402
+
+interrupts.install()  # before the heavy imports: Ctrl-C while they load ends in one line
+
 from absl import app, flags  # noqa: E402
 
 from deepswe_jax import cli  # noqa: E402

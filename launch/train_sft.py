@@ -24,6 +24,10 @@ from pathlib import Path
 # configs/ and deepswe_jax/ live there.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from deepswe_jax import interrupts  # noqa: E402
+
+interrupts.install()  # before the heavy imports: Ctrl-C while they load ends in one line
+
 import jax  # noqa: E402
 from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402

@@ -13,6 +13,10 @@ import sys
 # deepswe_jax/ lives there.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from deepswe_jax import interrupts  # noqa: E402
+
+interrupts.install()  # before the heavy imports: Ctrl-C while they load ends in one line
+
 import time  # noqa: E402
 import uuid  # noqa: E402
 

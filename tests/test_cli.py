@@ -112,3 +112,89 @@ def test_every_launch_script_ends_through_the_cli_handler():
         text = script.read_text()
         if '__name__ == "__main__"' in text:
             assert "cli.run(main)" in text and "app.run(" not in text, script.name
+
+
+def test_a_missing_config_file_with_overrides_is_refused_in_two_lines(tmp_path):
+    """Before (issue 26): with an override, config_flags tripped over the missing file in a
+    59-line traceback (2 lines without one, naming no file)."""
+    for overrides in ((), ("--config.rl.lr=3e-4",)):
+        result = launch(
+            "train", "--config=configs/tiny_typo.py", f"--workdir={tmp_path / 'run'}", *overrides
+        )
+        assert result.returncode == 1
+        assert error_lines(result) == [
+            "error: FileNotFoundError: --config=configs/tiny_typo.py: no such config file (did "
+            "you mean configs/tiny.py?)",
+            HINT,
+        ], result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_full_disk_stops_the_run_in_at_most_three_lines(tmp_path):
+    """The checkpoint disk (a tmpfs) holds step 1 but not step 2: the run ends with exit status
+    1 and the CheckpointSaveError line, without the ~40 lines of Orbax's background threads
+    (`RuntimeError: Event loop is closed`, `Task exception was never retrieved`) around it."""
+    import jax
+    from flax import nnx
+
+    from deepswe_jax.experiment import model_factory
+    from tests.rl.test_loop import scripted_config
+
+    abstract = nnx.split(nnx.eval_shape(model_factory(scripted_config(3))), nnx.Param)[1]
+    one_step = 3 * sum(leaf.size * 4 for leaf in jax.tree.leaves(abstract))  # params, mu, nu
+    checkpoints = tmp_path / "run" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    size = f"size={int(1.5 * one_step)}"
+    subprocess.run(["mount", "-t", "tmpfs", "-o", size, "tmpfs", checkpoints], check=True)
+    try:
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "XLA_FLAGS": "", "JAX_PLATFORMS": "cpu"}
+        result = subprocess.run(
+            [sys.executable, __file__, str(tmp_path / "run")],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    finally:
+        subprocess.run(["umount", checkpoints], check=True)
+    lines = error_lines(result)
+    assert result.returncode == 1, result.stderr[-5000:]
+    assert len(lines) <= 3, result.stderr[-5000:]
+    assert lines[-2].startswith("error: CheckpointSaveError: saving checkpoint step 2 in"), lines
+    assert lines[-1] == HINT
+
+
+if __name__ == "__main__":
+    # The full-disk run: test_loop's scripted loop (no Docker) through the cli handler.
+    sys.path.insert(0, str(REPO_ROOT))
+    from deepswe_jax import cli
+
+    def full_disk_run(argv: list[str]) -> None:
+        from absl import logging as absl_logging
+
+        from deepswe_jax.agent.chat import ChatTokenizer
+        from deepswe_jax.experiment import train
+        from tests.rl.test_loop import (
+            TOKENIZER_DIR,
+            MemoryPool,
+            alternating_sampler,
+            make_task,
+            scripted_config,
+        )
+
+        absl_logging.set_verbosity(absl_logging.WARNING)
+        sampler = alternating_sampler(ChatTokenizer.from_directory(TOKENIZER_DIR))
+        config = scripted_config(3)
+        config.rl.micro_batch_size = 1
+        tasks = [make_task(0), make_task(1)]
+        train(
+            config,
+            argv[1],
+            sampler=sampler,
+            env_pool=MemoryPool(),
+            tasks=tasks,
+            show_progress=False,
+        )
+
+    cli.run(full_disk_run)

@@ -1,19 +1,27 @@
-"""Ctrl-C (SIGINT) in each phase of a training run (issue 17): episodes running in containers,
-the train step, a checkpoint save. Each run exits with status 130 and one line (absl's INFO
-progress lines aside), with no traceback, no container left and nothing half-written.
+"""Ctrl-C (SIGINT) and SIGTERM in each phase of a training run and an evaluation (issues 17 and
+26): imports, the first compilation, episodes running in containers, the train step, a
+checkpoint save, and an evaluation's episodes. Each run gets three signals (the impatient
+second and third Ctrl-C) sent to its process group, as a terminal does, and exits with status
+130 and one line (absl's INFO progress lines aside), with no traceback, no container of its
+own left, no temporary checkpoint folder and nothing half-written.
 
-Before: during rollouts SIGINT ended in `ValueError: a coroutine was expected, got
-<_GatheringFuture pending>`; in a train step one of two SIGINTs ended in a segmentation fault.
+Before (issue 26): a SIGINT in the imports printed a traceback, one in the first compilation was
+swallowed ("Exception ignored in: _xla_gc_callback") and the run finished with exit status 0,
+later ones printed the line and then a segmentation fault, and two during episodes ended in
+`Fatal Python error: Aborted`; SIGTERM killed the run with its containers left running.
 
-This file is also the worker script: experiment.train through `deepswe_jax.cli.run` (as
-launch/train.py runs it) with the real Docker env pool on one shipped task, a ScriptedSampler
-and test_loop's small model. The worker creates <workdir>/phase on reaching the phase; in the
-train step and the save it then waits for <workdir>/signal_sent, so the signal surely arrives
-inside that phase.
+This file is also the worker script: the run of launch/train.py (experiment.train through
+`deepswe_jax.cli.run`) with the real Docker env pool on one shipped task, a ScriptedSampler and
+test_loop's small model; or launch/evaluate.py's main with the gold patch. The worker creates
+<workdir>/phase on reaching the phase; in the imports, the train step and the save it then
+waits for <workdir>/signal_sent, so the signals surely arrive inside that phase; before the
+first compilation it waits inside a garbage-collection callback (`_in_a_gc_callback`).
+Episodes are interrupted once one of the run's containers runs.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -21,19 +29,56 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
-import docker
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_TASKS = REPO_ROOT / "tasks" / "tasks.jsonl"
-PHASES = ("rollouts", "train_step", "checkpoint_save")
-INFO_LINE = re.compile(r"I\d{4} \d\d:\d\d:\d\d")  # absl's INFO prefix
+# absl's INFO progress lines and progress bars
+NOISE = re.compile(r"^I\d{4} \d\d:\d\d:\d\d|\d+%\|.*it/s")
+# (phase, signal): every phase with SIGINT, and SIGTERM where work is under way.
+CASES = [
+    ("imports", "SIGINT"),
+    ("compile", "SIGINT"),
+    ("rollouts", "SIGINT"),
+    ("train_step", "SIGINT"),
+    ("checkpoint_save", "SIGINT"),
+    ("evaluate", "SIGINT"),
+    ("rollouts", "SIGTERM"),
+    ("checkpoint_save", "SIGTERM"),
+]
+
+
+def _mark(workdir: Path, phase: str, wait: bool) -> None:
+    (workdir / "phase").write_text(phase)
+    while wait and not (workdir / "signal_sent").exists():
+        time.sleep(0.05)
+
+
+def _in_a_gc_callback(workdir: Path, initial_params):
+    """`initial_params` (the first compilation), preceded by a garbage collection whose
+    callback waits for the signals: they land where JAX's `_xla_gc_callback` caught them during
+    compilation, inside a gc callback, where Python swallows a KeyboardInterrupt."""
+
+    def waiting(stage: str, info: dict) -> None:
+        if stage == "start" and not (workdir / "phase").exists():
+            _mark(workdir, "compile", wait=True)
+
+    def compile_first(*args):
+        gc.callbacks.append(waiting)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(waiting)
+        return initial_params(*args)
+
+    return compile_first
 
 
 def worker(argv: list[str]) -> None:
-    """The training run of the module docstring, interrupted in phase argv[2]."""
+    """The run of the module docstring, interrupted in phase argv[2]."""
     import logging
 
     from absl import logging as absl_logging
@@ -42,6 +87,7 @@ def worker(argv: list[str]) -> None:
     from deepswe_jax.agent.chat import ChatTokenizer
     from deepswe_jax.agent.parsing import render_function_call
     from deepswe_jax.checkpoint import TrainCheckpoints
+    from deepswe_jax.experiment import training
     from deepswe_jax.rl import loop
     from deepswe_jax.sampling.scripted import ScriptedSampler
     from tests.rl.test_loop import TOKENIZER_DIR, scripted_config
@@ -49,12 +95,6 @@ def worker(argv: list[str]) -> None:
     workdir, phase, tasks_file = Path(argv[1]), argv[2], argv[3]
     absl_logging.set_verbosity(absl_logging.WARNING)
     logging.getLogger("deepswe_jax").setLevel(logging.INFO)
-
-    def reached_phase() -> None:
-        (workdir / "phase").write_text(phase)
-        if phase != "rollouts":
-            while not (workdir / "signal_sent").exists():
-                time.sleep(0.05)
 
     tokenizer = ChatTokenizer.from_directory(TOKENIZER_DIR)
     command = "sleep 120" if phase == "rollouts" else "true"
@@ -66,15 +106,19 @@ def worker(argv: list[str]) -> None:
 
     def script_for(prompt: tuple[int, ...]) -> list[list[int]]:
         if phase == "rollouts":  # the environment is up; its command runs next
-            reached_phase()
+            _mark(workdir, phase, wait=False)
         return script
 
+    if phase == "compile":
+        training.initial_params = _in_a_gc_callback(workdir, training.initial_params)
     if phase == "train_step":
         update_policy = loop.update_policy
-        loop.update_policy = lambda *args: reached_phase() or update_policy(*args)
+        loop.update_policy = lambda *args: _mark(workdir, phase, True) or update_policy(*args)
     if phase == "checkpoint_save":
         save = TrainCheckpoints.save
-        TrainCheckpoints.save = lambda self, *a, **k: reached_phase() or save(self, *a, **k)
+        TrainCheckpoints.save = lambda self, *a, **k: (
+            _mark(workdir, phase, True) or save(self, *a, **k)
+        )
 
     config = scripted_config(2)
     config.rl.update(tasks_per_step=1, n_rollouts=2)
@@ -83,41 +127,28 @@ def worker(argv: list[str]) -> None:
     experiment.train(config, workdir, sampler=ScriptedSampler(script_for), show_progress=False)
 
 
-def interrupted_run(tmp_path: Path, phase: str) -> tuple[int, list[str]]:
-    """Runs the worker until it reaches `phase`, sends SIGINT; returns its exit status, its
-    stderr lines (absl INFO progress lines aside)."""
-    tasks_file = tmp_path / "tasks.jsonl"
-    tasks_file.write_text(json.dumps(_first_shipped_task()) + "\n")
-    workdir = tmp_path / f"run_{phase}"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO_ROOT),
-        "XLA_FLAGS": "",
-        "JAX_PLATFORMS": "cpu",
-    }
-    process = subprocess.Popen(
-        [sys.executable, __file__, str(workdir), phase, str(tasks_file)],
-        cwd=REPO_ROOT,
-        env=env,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
-    deadline = time.monotonic() + 600
-    while not (workdir / "phase").exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"the worker never reached {phase}:\n{process.communicate()[1][-5000:]}")
-        time.sleep(0.05)
-    if phase == "rollouts":
-        assert _containers(workdir), "no container was running at the signal"
-    process.send_signal(signal.SIGINT)
-    time.sleep(0.2)
-    process.send_signal(signal.SIGINT)  # the impatient second Ctrl-C
-    (workdir / "signal_sent").touch()
-    _, stderr = process.communicate(timeout=300)
-    lines = stderr.splitlines()
-    return process.returncode, [line for line in lines if line and not INFO_LINE.match(line)]
+def evaluate_worker(argv: list[str]) -> None:
+    """launch/evaluate.py's main with the gold patch, its run label written to <workdir>/label."""
+    from deepswe_jax.experiment import evaluation
+
+    make_env_pool = evaluation.make_env_pool
+    workdir = Path(argv[1])
+
+    def labelled_pool(config, run_label, **kwargs):
+        (workdir / "label").write_text(run_label)
+        return make_env_pool(config, run_label, **kwargs)
+
+    evaluation.make_env_pool = labelled_pool
+    sys.argv = [
+        "evaluate.py",
+        "--policy=gold",
+        f"--tasks={argv[3]}",
+        f"--output_dir={workdir / 'eval'}",
+        "--num_runs=2",
+    ]
+    from launch import evaluate
+
+    return evaluate.main
 
 
 def _first_shipped_task() -> dict:
@@ -126,26 +157,91 @@ def _first_shipped_task() -> dict:
     return load_tasks(SHIPPED_TASKS)[0].to_row()  # source as an absolute path
 
 
-def _containers(workdir: Path) -> list:
-    label = f"deepswe.run=train-{workdir.name}"
-    return docker.from_env().containers.list(all=True, filters={"label": label})
+def _containers(label: str) -> list:
+    import docker
+
+    from deepswe_jax.env.ownership import RUN_LABEL
+
+    # sparse: no inspection of each container, which races its removal (404)
+    client = docker.from_env()
+    return client.containers.list(all=True, sparse=True, filters={"label": f"{RUN_LABEL}={label}"})
 
 
-@pytest.mark.parametrize("phase", PHASES)
-def test_sigint_exits_130_with_one_line_and_leaves_nothing_behind(tmp_path, phase):
+def _run_label(workdir: Path, phase: str) -> str | None:
+    if phase == "evaluate":
+        label = workdir / "label"
+        return label.read_text() if label.exists() else None
+    return f"train-{workdir.name}"
+
+
+def _reached(workdir: Path, phase: str) -> bool:
+    if phase in ("rollouts", "evaluate"):  # one of the run's containers runs
+        label = _run_label(workdir, phase)
+        return label is not None and bool(_containers(label))
+    return (workdir / "phase").exists()
+
+
+def interrupted_run(tmp_path: Path, phase: str, signame: str) -> tuple[int, list[str], Path]:
+    """Runs the worker until it reaches `phase`, sends `signame` to its process group three
+    times; returns its exit status, its stderr lines (progress lines aside), and its
+    workdir."""
+    tasks_file = tmp_path / "tasks.jsonl"
+    tasks_file.write_text(json.dumps(_first_shipped_task()) + "\n")
+    workdir = tmp_path / f"run_{phase}_{uuid.uuid4().hex[:8]}"  # its containers' label
+    workdir.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "XLA_FLAGS": "", "JAX_PLATFORMS": "cpu"}
+    process = subprocess.Popen(
+        [sys.executable, __file__, str(workdir), phase, str(tasks_file)],
+        cwd=REPO_ROOT,
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    deadline = time.monotonic() + 600
+    while not _reached(workdir, phase):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError(f"never reached {phase}:\n{process.communicate()[1][-5000:]}")
+        time.sleep(0.05)
+    for _ in range(3):
+        try:
+            os.killpg(process.pid, getattr(signal, signame))
+        except ProcessLookupError:  # already gone (the imports end at the first one)
+            break
+        time.sleep(0.3)
+    (workdir / "signal_sent").touch()
+    _, stderr = process.communicate(timeout=300)
+    lines = [line for line in stderr.splitlines() if line and not NOISE.search(line)]
+    return process.returncode, lines, workdir
+
+
+def _left_behind(workdir: Path) -> list[Path]:
+    """Temporary checkpoint folders and half-written files under `workdir`."""
+    return [
+        path
+        for path in workdir.rglob("*")
+        if "orbax-checkpoint-tmp" in path.name or path.name.endswith((".tmp", ".partial"))
+    ]
+
+
+@pytest.mark.parametrize(("phase", "signame"), CASES, ids=[f"{p}-{s}" for p, s in CASES])
+def test_a_signal_exits_130_with_one_line_and_leaves_nothing_behind(tmp_path, phase, signame):
     from deepswe_jax.checkpoint import TrainCheckpoints
-    from deepswe_jax.cli import INTERRUPTED
+    from deepswe_jax.interrupts import interrupted_line
 
-    workdir = tmp_path / f"run_{phase}"
-    code, lines = interrupted_run(tmp_path, phase)
-    assert code == 130, lines
-    assert lines == [INTERRUPTED]
-    assert not _containers(workdir)
+    code, lines, workdir = interrupted_run(tmp_path, phase, signame)
+    assert code == 130, lines[-30:]
+    assert lines == [interrupted_line(signame)]
+    label = _run_label(workdir, phase)
+    assert not (label and _containers(label))
+    assert not _left_behind(workdir)
     checkpoints = workdir / "checkpoints"
-    assert not list(checkpoints.glob("*tmp*")), list(checkpoints.iterdir())
-    # The step being saved at the signal is finished (the save was let through); no other.
-    expected = [1] if phase == "checkpoint_save" else []
-    assert TrainCheckpoints(checkpoints).all_steps() == expected
+    if phase != "evaluate" and checkpoints.exists():
+        # The step being saved at the signal is finished (the save was let through); no other.
+        expected = [1] if phase == "checkpoint_save" else []
+        assert TrainCheckpoints(checkpoints).all_steps() == expected
 
 
 if __name__ == "__main__":
@@ -153,6 +249,21 @@ if __name__ == "__main__":
     # ignored, and children inherit that; the worker stands for a foreground run.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, str(REPO_ROOT))
+    from deepswe_jax import interrupts
+
+    interrupts.install()
+    phase = sys.argv[2]
+    if phase == "imports":  # the signals arrive while the libraries load, before main
+        _mark(Path(sys.argv[1]), phase, wait=False)
+        import jax  # noqa: F401
+        import orbax.checkpoint  # noqa: F401
+
+        from deepswe_jax import experiment  # noqa: F401
+
+        _mark(Path(sys.argv[1]), phase, wait=True)
     from deepswe_jax import cli
 
-    cli.run(worker)
+    if phase == "evaluate":
+        cli.run(evaluate_worker(sys.argv))
+    else:
+        cli.run(worker)

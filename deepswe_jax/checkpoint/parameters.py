@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import jax
 import orbax.checkpoint as ocp
 
+from deepswe_jax.checkpoint.layout import CheckpointMismatchError, check_fits
 from deepswe_jax.checkpoint.storage import (
     MODEL_CONFIG,
     PARAMS,
@@ -81,6 +82,8 @@ def _read_newest_intact(path: str | os.PathLike, read: Callable[[str], T]) -> T:
     for directory in newer:
         try:
             return read(directory)
+        except CheckpointMismatchError:
+            raise  # another model, not damage: the older steps hold it too
         except Exception as error:
             failures.append(f"{directory}: {one_line(error)}")
             logger.warning(
@@ -117,7 +120,8 @@ def restore_params(
     path: str | os.PathLike, abstract_params: Any, *, mesh: jax.sharding.Mesh | None = None
 ) -> Any:
     """Reads parameters saved by `save_params` or `TrainCheckpoints` (the newest step that
-    restores: a damaged one is skipped with a warning naming it).
+    restores: a damaged one is skipped with a warning naming it). Raises
+    CheckpointMismatchError when they have other shapes or structure than `abstract_params`.
 
     abstract_params: pytree (e.g. nnx.State from nnx.eval_shape) whose leaves carry shape,
     dtype and sharding; the result has its structure and shardings. mesh: as in
@@ -126,6 +130,7 @@ def restore_params(
     target = abstract_nested(abstract_params, mesh)
 
     def read(directory: str) -> Any:
+        check_fits(directory, {PARAMS: target}, dtypes=False)  # a saved dtype is cast
         with ocp.Checkpointer(ocp.CompositeCheckpointHandler()) as checkpointer:
             restored = checkpointer.restore(
                 directory, ocp.args.Composite(**{PARAMS: ocp.args.StandardRestore(target)})

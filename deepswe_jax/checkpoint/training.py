@@ -11,7 +11,8 @@ each step into a temporary folder and renames it when complete, so a crash mid-s
 previous step as `latest_step()`.
 
 Faults: a step that no longer restores (damaged after it was written) is skipped with a warning
-naming it, for the newest one that does (`TrainCheckpoints.restore_newest_intact`); a failed
+naming it, for the newest one that does (`TrainCheckpoints.restore_newest_intact`); a step that
+holds another model (shapes, dtypes, structure) is refused with nothing moved; a failed
 asynchronous save raises `CheckpointSaveError` at the next `check_saved()`, `save()` or
 `wait_until_finished()`.
 """
@@ -28,6 +29,7 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
+from deepswe_jax.checkpoint.layout import CheckpointMismatchError, check_fits
 from deepswe_jax.checkpoint.storage import (
     CONFIG,
     META,
@@ -185,29 +187,42 @@ class TrainCheckpoints:
         """`restore` of the newest step that restores, or None when there is no step.
 
         A step that fails to restore (files damaged after it was written) is skipped with a
-        warning naming it and moved aside to `<step>.corrupt` (process 0), so the run can write
-        that step again. Raises CorruptCheckpointError when every step fails.
+        warning naming it and, once a step restores, moved aside to `<step>.corrupt` (process
+        0), so the run can write that step again. Raises CheckpointMismatchError, with nothing
+        moved, when the newest readable step holds arrays of other shapes, dtypes or structure
+        than the targets (another config's model); CorruptCheckpointError (every step moved
+        aside) when no step restores.
         """
-        failures = []
+        targets = {
+            PARAMS: abstract_nested(params, mesh),
+            OPT_STATE: abstract_nested(opt_state, mesh),
+        }
+        damaged: list[tuple[int, str]] = []
+        restored = None
         for step in reversed(self.all_steps()):
             try:
-                return self.restore(step, params=params, opt_state=opt_state, mesh=mesh)
+                check_fits(self.step_directory(step), targets)
+                restored = self.restore(step, params=params, opt_state=opt_state, mesh=mesh)
+                break
+            except CheckpointMismatchError:
+                raise
             except Exception as error:
-                failures.append(f"step {step}: {one_line(error)}")
-                logger.warning(
-                    "checkpoint step %d in %s cannot be restored (%s); skipped, trying the step "
-                    "before%s",
-                    step,
-                    self.directory,
-                    one_line(error),
-                    self._move_aside(step),
-                )
-        if failures:
+                damaged.append((step, one_line(error)))
+        for step, error in damaged:
+            logger.warning(
+                "checkpoint step %d in %s cannot be restored (%s); skipped%s",
+                step,
+                self.directory,
+                error,
+                self._move_aside(step),
+            )
+        if damaged and restored is None:
+            failures = "; ".join(f"step {step}: {error}" for step, error in damaged)
             raise CorruptCheckpointError(
-                f"no checkpoint in {self.directory} can be restored ({'; '.join(failures)}); "
+                f"no checkpoint in {self.directory} can be restored ({failures}); "
                 "move the folder aside to start from scratch, or restore it from a backup"
             )
-        return None
+        return restored
 
     def _move_aside(self, step: int) -> str:
         """Renames step `step`'s folder out of the step listing; says where, for the warning."""

@@ -1,7 +1,8 @@
 """A training run's folder, shared by RL (rl/loop.py) and SFT (rl/sft.py) training.
 
     workdir/
-      config.json          the resolved config (a resumed run warns about what changed)
+      config.json          the resolved config, written once the run has restored or started
+                           (a resumed run warns about what changed)
       metrics.jsonl        one row of scalars per step (process 0)
       tensorboard/         the same as TensorBoard events
       checkpoints/<step>/  parameters, optimizer state, step, RNG key, data position, config
@@ -14,8 +15,10 @@
         run_dir.save(step, state, run.rng_key, {"tasks_consumed": ...}, force=last)
         run_dir.write_metrics(step, metrics)
 
-Started again on the same folder, a run resumes from its latest finished checkpoint. With
-several processes all save checkpoints together; only the first writes config and metrics.
+Started again on the same folder, a run resumes from its latest finished checkpoint. A config
+whose model does not fit the checkpoints (shapes, dtypes, structure) is refused before anything
+in the folder changes, naming the config fields that differ from config.json. With several
+processes all save checkpoints together; only the first writes config and metrics.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ import jax
 import numpy as np
 from flax import nnx
 
-from deepswe_jax.checkpoint import TrainCheckpoints, restore_target
+from deepswe_jax.checkpoint import CheckpointMismatchError, TrainCheckpoints, restore_target
+from deepswe_jax.checkpoint.layout import summarize
 from deepswe_jax.model import Qwen3Config
 from deepswe_jax.parallel.distributed import is_primary_process
 from deepswe_jax.rl.metrics import MetricsWriter
@@ -64,6 +68,26 @@ class RunState:
     iteration: int
     tasks_consumed: int
     rng_key: jax.Array
+
+
+def _fields(config: Any, prefix: str = "") -> dict[str, Any]:
+    """A json config's leaves keyed by their dotted field name."""
+    if not isinstance(config, Mapping):
+        return {prefix: config}
+    fields: dict[str, Any] = {}
+    for key, value in config.items():
+        fields.update(_fields(value, f"{prefix}.{key}" if prefix else str(key)))
+    return fields
+
+
+def config_differences(saved: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
+    """'field: saved X, now Y' for each dotted field where two json configs differ."""
+    before, after = _fields(saved), _fields(json.loads(json.dumps(config)))
+    return [
+        f"{field}: saved {before.get(field)!r}, now {after.get(field)!r}"
+        for field in sorted(before.keys() | after.keys())
+        if before.get(field) != after.get(field)
+    ]
 
 
 def write_config(path: Path, config: Mapping[str, Any]) -> None:
@@ -109,8 +133,6 @@ class RunDirectory:
 
     def __enter__(self) -> RunDirectory:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        if self.primary:
-            write_config(self.workdir / CONFIG_FILE, self.config)
         self.checkpoints = self._stack.enter_context(
             TrainCheckpoints(
                 self.workdir / CHECKPOINT_DIR,
@@ -129,13 +151,20 @@ class RunDirectory:
     ) -> RunState:
         """The newest checkpoint that restores (a damaged newer one is skipped with a warning
         naming it and moved aside), onto the trainer's mesh; or a fresh start when there is
-        none: `initial_params()` (called only then), fresh optimizer state, the key of `seed`."""
+        none: `initial_params()` (called only then), fresh optimizer state, the key of `seed`.
+        config.json is written after that. Raises CheckpointMismatchError, with the folder
+        unchanged, when the checkpoints hold another model than the trainer's."""
         abstract, shardings = trainer.abstract_state, trainer.state_shardings
-        restored = self.checkpoints.restore_newest_intact(
-            params=restore_target(abstract.params, shardings.params),
-            opt_state=restore_target(abstract.opt_state, shardings.opt_state),
-            mesh=trainer.mesh,
-        )
+        try:
+            restored = self.checkpoints.restore_newest_intact(
+                params=restore_target(abstract.params, shardings.params),
+                opt_state=restore_target(abstract.opt_state, shardings.opt_state),
+                mesh=trainer.mesh,
+            )
+        except CheckpointMismatchError as error:
+            raise self._mismatch(error) from error
+        if self.primary:
+            write_config(self.workdir / CONFIG_FILE, self.config)
         if restored is None:
             return RunState(trainer.init_state(initial_params()), 0, 0, jax.random.key(seed))
         position = restored.data_position
@@ -146,6 +175,20 @@ class RunDirectory:
         )
         logger.info("resuming from %s", self.checkpoints.step_directory(restored.step))
         return RunState(train_state, restored.step, position["tasks_consumed"], restored.rng_key)
+
+    def _mismatch(self, error: CheckpointMismatchError) -> CheckpointMismatchError:
+        """`error` with the config fields that differ from config.json and the ways on."""
+        path = self.workdir / CONFIG_FILE
+        saved = json.loads(path.read_text()) if path.exists() else {}
+        differences = config_differences(saved, self.config) if saved else []
+        if differences:
+            fields = f"this config differs from {path} in {summarize(differences)}"
+        else:
+            fields = f"no config field differs from {path} (the mesh or sharding rules?)"
+        return CheckpointMismatchError(
+            f"{self.workdir} holds a run of another model: {error}; {fields}. Nothing was "
+            "changed: run again with the saved config, or give a new workdir"
+        )
 
     def open_metrics(self, resume_step: int) -> None:
         """Opens metrics.jsonl and tensorboard/ (process 0), dropping rows after `resume_step`
