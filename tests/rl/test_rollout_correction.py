@@ -11,12 +11,13 @@ import pytest
 
 from deepswe_jax.rl.loss import policy_loss
 from deepswe_jax.rl.objectives import LossSettings, PolicyGradientLoss
-from deepswe_jax.rl.rollout_correction import (
-    RolloutCorrectionSettings,
-    correct_rollout,
-    mismatch_sums,
-    summarize,
-)
+from deepswe_jax.rl.rollout_correction import RolloutCorrectionSettings, summarize
+from deepswe_jax.rl.rollout_correction import correct_rollout as eager_correct_rollout
+from deepswe_jax.rl.rollout_correction import mismatch_sums as eager_mismatch_sums
+
+# Compiled once per settings and shape: op-by-op dispatch made this module slow.
+correct_rollout = jax.jit(eager_correct_rollout, static_argnames="settings")
+mismatch_sums = jax.jit(eager_mismatch_sums)
 
 MAX_LEN = 64
 
@@ -48,7 +49,7 @@ def loss_and_grad(settings, batch):
         total, denominator, _ = objective(logprobs, jnp.zeros_like(logprobs), batch)
         return total / denominator
 
-    return jax.value_and_grad(loss)(batch["logprobs"])
+    return jax.jit(jax.value_and_grad(loss))(batch["logprobs"])
 
 
 @pytest.mark.parametrize("mode", ["seq_sum_const", "token_mean", "seq_mean_token_mean"])
@@ -71,7 +72,7 @@ def test_off_is_todays_loss_bit_for_bit(mode):
         )
         return total / denominator
 
-    want_loss, want_grad = jax.value_and_grad(plain)(batch["logprobs"])
+    want_loss, want_grad = jax.jit(jax.value_and_grad(plain))(batch["logprobs"])
     for rollout in (RolloutCorrectionSettings(), RolloutCorrectionSettings(rollout_is=None)):
         got_loss, got_grad = loss_and_grad(
             LossSettings(mode=mode, max_response_len=MAX_LEN, rollout_correction=rollout), batch
