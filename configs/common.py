@@ -120,7 +120,8 @@ def get_config() -> ml_collections.ConfigDict:
                     # (seq_mean_k1: geometric-mean mask), seq_max_k2/k3
                     rollout_rs="",
                     # one threshold for all rollout_rs options or one per option, comma-separated;
-                    # k1 options 'lower_upper' ratio bounds ('C' = 1/C_C), the others an upper bound
+                    # k1 options 'lower_upper' ratio bounds ('C' = 1/C and C), the others an
+                    # upper bound
                     rollout_rs_threshold="",
                 )
             ),

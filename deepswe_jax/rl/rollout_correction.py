@@ -16,7 +16,7 @@ the update, pi_sampler: the log-probs the sampler reported):
     mini-batch's rows). Options, comma-separated, all must pass:
     token_k1/k2/k3, seq_sum_k1/k2/k3, seq_mean_k1/k2/k3 (seq_mean_k1 is the geometric-mean
     mask), seq_max_k2/k3; k1 = -log rho, k2 = (log rho)^2 / 2, k3 = rho - 1 - log rho. k1
-    thresholds are 'lower_upper' ratio bounds (one number C means 1/C_C), kept when
+    thresholds are 'lower_upper' ratio bounds (one number C means 1/C and C), kept when
     log(lower) <= k1 <= log(upper); the others an upper bound.
 
 Arrays are [batch, seq]; a row holds one sequence or several packed ones (segment ids). Every
