@@ -71,6 +71,16 @@ if [ "$COMMAND" = test ]; then
     echo "$vllm_wanted" >"$vllm_stamp"
   fi
 fi
+# ==== set-up for the tests: verl 0.9.1 in its own virtualenv (tests/rl/test_verl_crosscheck.py) =
+if [ "$COMMAND" = test ]; then
+  verl_stamp=".venv-verl/.deepswe-verl-installed"
+  verl_wanted="$(sha256sum .ci/install_verl.sh | cut -d' ' -f1)"
+  if [ "$(cat "$verl_stamp" 2>/dev/null)" != "$verl_wanted" ]; then
+    echo "== verl 0.9.1 (.venv-verl)"
+    bash .ci/install_verl.sh .venv-verl
+    echo "$verl_wanted" >"$verl_stamp"
+  fi
+fi
 # ==== end of set-up ============================================================================
 
 # shellcheck disable=SC1091

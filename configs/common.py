@@ -104,6 +104,27 @@ def get_config() -> ml_collections.ConfigDict:
             peak_flops_per_device=ml_collections.config_dict.placeholder(float),
             overlap=False,  # roll out iteration k+1 while iteration k trains (rl/overlap.py)
             max_staleness=1,  # with overlap: rollouts from a policy at most this many updates old
+            # Correction for the sampler-trainer mismatch with rho = pi_old / pi_sampler per
+            # token, verl 0.9.1's algorithm.rollout_correction (names, defaults, semantics;
+            # rl/rollout_correction.py). Off by default: DeepSWE trained without it.
+            rollout_correction=ml_collections.ConfigDict(
+                dict(
+                    # IS weight on each token's clipped loss: '' (off) | 'token' (rho_t) |
+                    # 'sequence' (product of the sequence's rho)
+                    rollout_is="",
+                    # 'C': truncate the weight at C (TIS) | 'lower_upper': weight 0 outside
+                    # [lower, upper] (masked IS, verl's IcePop)
+                    rollout_is_threshold="2.0",
+                    # rejection (tokens or sequences leave the loss mask): '' (off) |
+                    # comma-separated token_k1/k2/k3, seq_sum_k1/k2/k3, seq_mean_k1/k2/k3
+                    # (seq_mean_k1: geometric-mean mask), seq_max_k2/k3
+                    rollout_rs="",
+                    # one threshold for all rollout_rs options or one per option, comma-separated;
+                    # k1 options 'lower_upper' ratio bounds ('C' = 1/C and C), the others an
+                    # upper bound
+                    rollout_rs_threshold="",
+                )
+            ),
         )
     )
     config.agent = ml_collections.ConfigDict(
@@ -139,7 +160,9 @@ def get_config() -> ml_collections.ConfigDict:
             # config.model); the weights always come from the trainer.
             hf_dir="",
             # vLLM engine (sampling/vllm_engine.VLLMSettings), colocated with the trainer:
-            # dtype of the engine's weights (synced from the trainer in this dtype) and compute.
+            # dtype of the engine's weights (synced from the trainer in this dtype) and compute;
+            # 'jax': the JaxSampler's compute and KV cache (weights kept in param_dtype), so a
+            # bf16 sampler beside an fp32 trainer has vLLM's mismatch (rl.rollout_correction).
             dtype="bfloat16",
             # 'auto' (the installed vLLM build's platform) | 'cuda' | 'cpu'.
             device="auto",

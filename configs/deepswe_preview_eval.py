@@ -90,6 +90,8 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
             reward_timeout=120.0,
             submit_notice_tokens=40,
         )
-        config.sampler.update(kind="jax", max_batch=4, tensor_parallel_size=1)
+        config.sampler.update(
+            kind="jax", max_batch=4, tensor_parallel_size=1, dtype=small.compute_dtype
+        )
         config.env.update(max_envs=2, mem_limit="1g")
     return config

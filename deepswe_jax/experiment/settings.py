@@ -18,6 +18,7 @@ from deepswe_jax.rl.batch import row_length_buckets
 from deepswe_jax.rl.loop import LoopSettings, UpdateSettings
 from deepswe_jax.rl.objectives import LossSettings
 from deepswe_jax.rl.optimizer import OptimizerSettings
+from deepswe_jax.rl.rollout_correction import RolloutCorrectionSettings
 from deepswe_jax.rl.run_directory import CheckpointSettings
 from deepswe_jax.rl.sft import SFTSettings
 from deepswe_jax.verify.verifier_training import VerifierTrainingSettings
@@ -109,6 +110,18 @@ def loss_settings(config: ml_collections.ConfigDict) -> LossSettings:
         sequences=config.rl.loss_sequences,
         logprob_chunk=config.rl.logprob_chunk,
         temperature=config.sampler.temperature,
+        rollout_correction=rollout_correction_settings(config),
+    )
+
+
+def rollout_correction_settings(config: ml_collections.ConfigDict) -> RolloutCorrectionSettings:
+    """config.rl.rollout_correction in verl's terms ('' = None: off)."""
+    section = config.rl.rollout_correction
+    return RolloutCorrectionSettings(
+        rollout_is=section.rollout_is or None,
+        rollout_is_threshold=section.rollout_is_threshold,
+        rollout_rs=section.rollout_rs or None,
+        rollout_rs_threshold=section.rollout_rs_threshold or None,
     )
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 from flax import nnx
 
@@ -127,7 +128,7 @@ def make_sampler(
     agent.max_prompt_tokens + agent.max_context tokens per sequence:
 
     'jax': an in-process JaxSampler serving `model`'s weights on `mesh` (config.sampler.max_batch
-    slots, or as many as max_cache_tokens allows). 'vllm': an in-process vLLM engine per
+    slots, or as many as max_cache_tokens allows), computing in config.sampler.dtype. 'vllm': an in-process vLLM engine per
     config.sampler.* for config.model's architecture; its weights arrive with the first
     `sync_weights` (the RL loop publishes them before the first rollout; `serving_sampler` syncs
     `model`'s).
@@ -167,6 +168,12 @@ def make_sampler(
         )
     from deepswe_jax.sampling.jax_sampler import JaxSampler
 
+    dtype = jnp.dtype(sampler.dtype)
+    if dtype != model.dtype:
+        # A copy computing (and caching keys and values) in the sampler's dtype; its weights
+        # stay in param_dtype and each matmul casts them, as the trainer's compute does.
+        model = nnx.merge(*nnx.split(model))
+        model.dtype = dtype
     return JaxSampler(
         model,
         max_batch=sampler.max_batch,

@@ -67,6 +67,23 @@ def _sequence_index(segment_ids: jax.Array | None, shape: tuple[int, int]) -> ja
     return jnp.arange(batch)[:, None] * (seq + 1) + segment_ids
 
 
+def sequence_sum(values: jax.Array, segment_ids: jax.Array | None = None) -> jax.Array:
+    """[batch, seq] the sum of `values` [batch, seq] over each token's sequence (one per row
+    without segment ids; a row's padding is a sequence of its own)."""
+    index = _sequence_index(segment_ids, values.shape).ravel()
+    num_ids = values.shape[0] * (values.shape[1] + 1)
+    sums = jax.ops.segment_sum(values.ravel(), index, num_segments=num_ids)
+    return sums[index].reshape(values.shape)
+
+
+def sequence_max(values: jax.Array, segment_ids: jax.Array | None = None) -> jax.Array:
+    """[batch, seq] the max of `values` [batch, seq] over each token's sequence."""
+    index = _sequence_index(segment_ids, values.shape).ravel()
+    num_ids = values.shape[0] * (values.shape[1] + 1)
+    maxima = jax.ops.segment_max(values.ravel(), index, num_segments=num_ids)
+    return maxima[index].reshape(values.shape)
+
+
 def sequence_token_counts(
     mask: jax.Array, segment_ids: jax.Array | None = None, sequences: str = "trained"
 ) -> tuple[jax.Array, jax.Array]:
@@ -101,6 +118,7 @@ def policy_loss(
     segment_ids: jax.Array | None = None,
     sequences: str = "all",
     absent_sequences: jax.Array | None = None,
+    token_weights: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """Clipped-surrogate loss as an unreduced sum and the denominator to divide it by.
 
@@ -122,6 +140,8 @@ def policy_loss(
       sequences: 'all' | 'trained' (config.rl.loss_sequences).
       absent_sequences: sequences of the batch left out of these arrays because they have no
         loss token (rl.batch.MicroBatch.absent_sequences, summed); counted by 'all' only.
+      token_weights: [batch, seq] rollout-correction IS weights (rl/rollout_correction.py,
+        no gradient) multiplying each token's clipped loss, as verl's policy losses do; None = 1.
     Returns:
       (loss_sum, denominator), float32 scalars.
     """
@@ -147,6 +167,8 @@ def policy_loss(
         eps_low=eps_low,
         eps_high=eps_high,
     )
+    if token_weights is not None:
+        token_loss = token_loss * token_weights
     masked_loss = token_loss * mask
     if mode == "token_mean":
         return masked_loss.sum(), mask.sum()

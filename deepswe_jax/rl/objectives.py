@@ -11,7 +11,9 @@ from typing import Protocol
 import jax
 import jax.numpy as jnp
 
+from deepswe_jax.rl import rollout_correction
 from deepswe_jax.rl.loss import policy_loss, ratio_metrics
+from deepswe_jax.rl.rollout_correction import RolloutCorrectionSettings, correct_rollout
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,6 +25,8 @@ class LossSettings:
       (rl/loss.py).
     logprob_chunk: sequence positions per chunk of the log-prob computation.
     temperature: the sampler's temperature, so trainer and sampler score the same distribution.
+    rollout_correction: IS weights / rejection against the sampler's log-probs
+      (rl/rollout_correction.py); off by default (DeepSWE).
     """
 
     mode: str = "seq_sum_const"
@@ -32,6 +36,7 @@ class LossSettings:
     sequences: str = "all"
     logprob_chunk: int = 1024
     temperature: float = 1.0
+    rollout_correction: RolloutCorrectionSettings = RolloutCorrectionSettings()
 
 
 class MicroBatchLoss(Protocol):
@@ -58,8 +63,9 @@ class MicroBatchLoss(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class PolicyGradientLoss:
-    """GRPO++ (rl/loss.py policy_loss) with importance-ratio metrics against the old policy and
-    against the sampler's log-probs (trainer/sampler mismatch). A `MicroBatchLoss`."""
+    """GRPO++ (rl/loss.py policy_loss), with the rollout correction when set, and importance-ratio
+    metrics against the old policy and against the sampler's log-probs (trainer/sampler
+    mismatch, rl/rollout_correction.py). A `MicroBatchLoss`."""
 
     settings: LossSettings
 
@@ -68,11 +74,21 @@ class PolicyGradientLoss:
     ) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]:
         settings = self.settings
         old = batch["old_logprobs"]
+        mask = batch["loss_mask"]
+        weights, trained_mask, correction = None, mask, {}
+        if settings.rollout_correction.enabled:
+            weights, trained_mask, correction = correct_rollout(
+                old,
+                batch["sampler_logprobs"],
+                mask,
+                settings.rollout_correction,
+                batch["segment_ids"],
+            )
         total, denominator = policy_loss(
             logprobs,
             old,
             batch["advantages"],
-            batch["loss_mask"],
+            trained_mask,
             eps_low=settings.eps_low,
             eps_high=settings.eps_high,
             mode=settings.mode,
@@ -80,8 +96,8 @@ class PolicyGradientLoss:
             segment_ids=batch["segment_ids"],
             sequences=settings.sequences,
             absent_sequences=batch["absent_sequences"],
+            token_weights=weights,
         )
-        mask = batch["loss_mask"]
         clip = {"eps_low": settings.eps_low, "eps_high": settings.eps_high}
         current = jax.lax.stop_gradient(logprobs)
         policy = ratio_metrics(current, old, batch["advantages"], mask, **clip)
@@ -97,6 +113,10 @@ class PolicyGradientLoss:
                 "sampler_logprob_abs_diff_sum": jnp.where(
                     mask > 0, jnp.abs(old - batch["sampler_logprobs"]), 0.0
                 ).sum(),
+                **rollout_correction.mismatch_sums(
+                    old, batch["sampler_logprobs"], mask, batch["segment_ids"]
+                ),
+                **correction,
             },
         )
 
@@ -114,4 +134,5 @@ class PolicyGradientLoss:
             "sampler_ratio_min": float(sums["sampler_ratio_min"]),
             "sampler_ratio_max": float(sums["sampler_ratio_max"]),
             "sampler_logprob_abs_diff": float(sums["sampler_logprob_abs_diff_sum"]) / tokens,
+            **rollout_correction.summarize(sums),
         }

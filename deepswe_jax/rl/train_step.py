@@ -135,7 +135,7 @@ class Trainer:
                 f"no parameter of the model matches trainable={trainable!r}; pass a filter that "
                 "selects what should train (e.g. LoRAParam after apply_lora, or nnx.Param for all)"
             )
-        self._metric_keys: dict[tuple, tuple[str, ...]] = {}
+        self._metric_shapes: dict[tuple, dict[str, tuple[int, ...]]] = {}
         self.model_config = model.config
         self.optimizer = optimizer
         self.loss = loss
@@ -248,16 +248,18 @@ class Trainer:
         # Tracing the model to learn the loss's metric keys costs as much as a small model's
         # step: do it once per batch signature.
         signature = tuple((name, x.shape, x.dtype) for name, x in sorted(batch.items()))
-        if signature not in self._metric_keys:
+        if signature not in self._metric_shapes:
             _, abstract_sums = jax.eval_shape(
                 self._micro_batch_gradients, self._abstract_params, batch, None
             )
-            self._metric_keys[signature] = tuple(abstract_sums)
+            self._metric_shapes[signature] = {k: v.shape for k, v in abstract_sums.items()}
         values = {
-            key: np.float32(
-                np.inf if key.endswith("_min") else -np.inf if key.endswith("_max") else 0
+            key: np.full(
+                shape,
+                np.inf if key.endswith("_min") else -np.inf if key.endswith("_max") else 0,
+                np.float32,
             )
-            for key in self._metric_keys[signature]
+            for key, shape in self._metric_shapes[signature].items()
         }
         return jax.device_put(values, self._replicated)
 
