@@ -3,9 +3,14 @@
 The engine holds `max_batch` rows ("slots") of one `KVCache` of `max_cache_len` positions; shapes
 never change, so the decode step compiles once. A background thread runs the loop:
 
-  1. admit queued requests into free slots: prompts grouped by padded length (powers of two, at
-     least `min_prefill_len`), counts padded to powers of two; each group runs through the
-     model's prefill (a forward that reads no cache), and its keys/values go into its slots;
+  1. admit queued requests into free slots. With prefix caching (the default) a finished
+     request's keys/values stay in its slot, and a prompt that begins with tokens some slot
+     holds (the next turn of an episode, another rollout of the same prompt) goes to that slot,
+     or gets a device copy of that prefix, and computes only the rest (an "extend" that attends
+     to the cached slots; prefix_cache.py chooses slots, evicting least recently used ones).
+     Prompts with nothing cached run through the model's prefill (a forward that reads no
+     cache). Either way prompts are grouped by padded length (powers of two, at least
+     `min_prefill_len`), counts padded to powers of two;
   2. DECODE_STEPS decode steps for every slot in one device call (rows without a request, or
      whose request ended within the call, are masked: their cache length stays);
   3. slots whose request hit a stop token or its token budget leave; their callers' futures are
@@ -13,8 +18,9 @@ never change, so the decode step compiles once. A background thread runs the loo
 
 Any number of asyncio callers (on any loops) may call `generate` at once; they are batched
 together. Weights are arguments of the jitted steps, never closed-over constants, so
-`sync_weights` swaps them without recompiling. The jitted steps themselves (token sampling,
-prefill, decode) are in decoding.py; this module schedules them.
+`sync_weights` swaps them without recompiling (and forgets every cached prefix). The jitted
+steps themselves (token sampling, prefill, extend, prefix copy, decode) are in decoding.py; this
+module schedules them. `prefill_counts` says how many prompt tokens were computed and reused.
 
 Logprobs: each generated token's logprob is log_softmax(logits / temperature) at that token —
 the temperature-scaled policy before top-p / top-k truncation (temperature 0, i.e. greedy, uses
@@ -55,7 +61,7 @@ from deepswe_jax.parallel import (
     use_rules,
 )
 from deepswe_jax.parallel.sharding import Rules
-from deepswe_jax.sampling.base import Completion, GenerateRequest, SamplingParams
+from deepswe_jax.sampling.base import Completion, GenerateRequest
 from deepswe_jax.sampling.decoding import (
     DECODE_STEPS,
     MAX_STOP_IDS,
@@ -66,45 +72,7 @@ from deepswe_jax.sampling.decoding import (
 )
 from deepswe_jax.sampling.memory import refuse_what_cannot_fit
 from deepswe_jax.sampling.prefix_cache import Placement, PrefillCounts, RowPrefixCache
-
-
-@dataclasses.dataclass(eq=False)
-class _Sequence:
-    """A request in flight: where to deliver it and what it has generated so far."""
-
-    prompt_ids: tuple[int, ...]
-    params: SamplingParams
-    budget: int  # max tokens to generate: min(max_new_tokens, cache room)
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future
-    token_ids: list[int] = dataclasses.field(default_factory=list)
-    logprobs: list[float] = dataclasses.field(default_factory=list)
-
-    def append(self, token: int, logprob: float) -> Completion | None:
-        """Records one sampled token; returns the Completion when the request is done."""
-        self.token_ids.append(token)
-        self.logprobs.append(logprob)
-        if token in self.params.stop_token_ids:
-            reason = "stop"
-        elif len(self.token_ids) >= self.budget:
-            reason = "length"
-        else:
-            return None
-        return Completion(tuple(self.token_ids), tuple(self.logprobs), reason)
-
-
-def _powers_of_two_up_to(limit: int, start: int = 1) -> list[int]:
-    """[start, 2*start, 4*start, ...] below limit, then limit itself."""
-    sizes = []
-    size = start
-    while size < limit:
-        sizes.append(size)
-        size *= 2
-    return sizes + [limit]
-
-
-def _bucket(size: int, buckets: Sequence[int]) -> int:
-    return next(b for b in buckets if b >= size)
+from deepswe_jax.sampling.sequences import InFlight, bucket, deliver, powers_of_two_up_to
 
 
 class JaxSampler:
@@ -162,8 +130,8 @@ class JaxSampler:
         self.vocab_size = config.vocab_size
         self._mesh = mesh or make_mesh(1, 1, 1, devices=jax.devices()[:1])
         self._rules = tuple(rules)
-        self._length_buckets = _powers_of_two_up_to(max_cache_len, min_prefill_len)
-        self._count_buckets = _powers_of_two_up_to(max_batch)
+        self._length_buckets = powers_of_two_up_to(max_cache_len, min_prefill_len)
+        self._count_buckets = powers_of_two_up_to(max_batch)
 
         refuse_what_cannot_fit(model, max_batch, max_cache_len, self._mesh, self._rules, free_bytes)
         graphdef, state = nnx.split(model)
@@ -209,14 +177,14 @@ class JaxSampler:
         self._steps = 0
 
         # Host copies of per-slot state; the device cache is the authority on lengths.
-        self._slots: list[_Sequence | None] = [None] * max_batch
+        self._slots: list[InFlight | None] = [None] * max_batch
         self._next_tokens = np.zeros(max_batch, np.int32)
         self._temperature = np.ones(max_batch, np.float32)
         self._top_p = np.ones(max_batch, np.float32)
         self._top_k = np.zeros(max_batch, np.int32)
         self._stop_ids = np.full((max_batch, MAX_STOP_IDS), -1, np.int32)
 
-        self._queue: deque[_Sequence] = deque()
+        self._queue: deque[InFlight] = deque()
         self._queue_changed = threading.Condition()
         self._weights_lock = threading.Lock()  # held while a step runs; sync_weights waits on it
         self._closed = False
@@ -250,7 +218,7 @@ class JaxSampler:
                 sequence.future.set_result(Completion((), (), "length"))
         return list(await asyncio.gather(*(s.future for s in sequences)))
 
-    def _admit_check(self, request: GenerateRequest, loop: asyncio.AbstractEventLoop) -> _Sequence:
+    def _admit_check(self, request: GenerateRequest, loop: asyncio.AbstractEventLoop) -> InFlight:
         prompt_len = len(request.prompt_ids)
         params = request.params
         if prompt_len == 0:
@@ -272,7 +240,7 @@ class JaxSampler:
                 f"invalid {params}: need max_new_tokens >= 0, 0 < top_p <= 1, top_k >= 0"
             )
         budget = min(params.max_new_tokens, self.max_cache_len - prompt_len)
-        return _Sequence(request.prompt_ids, params, budget, loop, loop.create_future())
+        return InFlight(request.prompt_ids, params, budget, loop, loop.create_future())
 
     def sync_weights(self, params: Any) -> None:
         """Samples from `params` (a `Qwen3ForCausalLM` or its `nnx.State`) from the next step on.
@@ -318,7 +286,7 @@ class JaxSampler:
         self._thread.join()
         error = RuntimeError("JaxSampler closed before the request finished")
         for sequence in [*self._queue, *(s for s in self._slots if s is not None)]:
-            _deliver(sequence, error)
+            deliver(sequence, error)
         self._queue.clear()
         self._slots = [None] * self.max_batch
 
@@ -343,17 +311,17 @@ class JaxSampler:
                 self._prefixes.invalidate()
                 for row, sequence in enumerate(self._slots):
                     if sequence is not None:
-                        _deliver(sequence, error)
+                        deliver(sequence, error)
                         self._slots[row] = None
                         self._prefixes.release(row)
                 for sequence in admitted:
-                    _deliver(sequence, error)
+                    deliver(sequence, error)
 
     def _next_key(self) -> jax.Array:
         self._steps += 1
         return jax.random.fold_in(self._base_key, self._steps)
 
-    def _admit(self, free: list[int], admitted: list[_Sequence]) -> list[_Sequence]:
+    def _admit(self, free: list[int], admitted: list[InFlight]) -> list[InFlight]:
         """Places admitted requests in free rows (prefix_cache.py) and computes their prompts,
         wave by wave: copies of cached prefixes first, then the rest of each prompt. Returns
         the requests that found no row this time (they wait at the front of the queue)."""
@@ -362,29 +330,29 @@ class JaxSampler:
             placed = [(p, s) for p, s in zip(placements, admitted, strict=False) if p.wave == wave]
             copies = [p for p, _ in placed if p.source != p.row]
             if copies:
-                count = _bucket(len(copies), self._count_buckets)
+                count = bucket(len(copies), self._count_buckets)
                 sources = np.zeros(count, np.int32)
                 targets = np.full(count, self.max_batch, np.int32)  # out of range: skipped
                 sources[: len(copies)] = [p.source for p in copies]
                 targets[: len(copies)] = [p.row for p in copies]
-                length = _bucket(max(p.reused for p in copies), self._length_buckets)
+                length = bucket(max(p.reused for p in copies), self._length_buckets)
                 self._cache = self._copy(self._cache, sources, targets, length)
-            groups: dict[tuple[bool, int], list[tuple[Placement, _Sequence]]] = {}
+            groups: dict[tuple[bool, int], list[tuple[Placement, InFlight]]] = {}
             for placement, sequence in placed:
                 computed = len(sequence.prompt_ids) - placement.reused
                 self._counts.add(len(sequence.prompt_ids), computed)
-                key = (placement.reused > 0, _bucket(computed, self._length_buckets))
+                key = (placement.reused > 0, bucket(computed, self._length_buckets))
                 groups.setdefault(key, []).append((placement, sequence))
             for (extends, length), group in sorted(groups.items()):
                 self._compute_prompts(group, extends, length)
         return admitted[len(placements) :]
 
     def _compute_prompts(
-        self, group: list[tuple[Placement, _Sequence]], extends: bool, length: int
+        self, group: list[tuple[Placement, InFlight]], extends: bool, length: int
     ) -> None:
         """Runs the uncached part of each prompt (at most `length` tokens) into its row and
         records its first new token: a prefill from slot 0, or an extend after cached slots."""
-        count = _bucket(len(group), self._count_buckets)
+        count = bucket(len(group), self._count_buckets)
         suffix_ids = np.zeros((count, length), np.int32)
         suffix_lengths = np.ones(count, np.int32)
         starts = np.zeros(count, np.int32)
@@ -456,23 +424,6 @@ class JaxSampler:
             self._next_tokens[row] = token
             completion = sequence.append(token, logprob)
             if completion is not None:
-                _deliver(sequence, completion)
+                deliver(sequence, completion)
                 self._slots[row] = None
                 self._prefixes.release(row)
-
-
-def _deliver(sequence: _Sequence, outcome: Completion | BaseException) -> None:
-    """Resolves the caller's future on its own event loop (from the engine thread)."""
-
-    def resolve() -> None:
-        if sequence.future.done():
-            return
-        if isinstance(outcome, BaseException):
-            sequence.future.set_exception(outcome)
-        else:
-            sequence.future.set_result(outcome)
-
-    try:
-        sequence.loop.call_soon_threadsafe(resolve)
-    except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
-        pass
