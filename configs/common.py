@@ -188,6 +188,10 @@ def get_config() -> ml_collections.ConfigDict:
             # budget // (max_prompt_tokens + max_context)); 0 = max_batch slots; a cache that
             # cannot fit the devices is refused
             max_cache_tokens=0,
+            # the 'jax' sampler keeps finished requests' keys/values and computes only what
+            # follows a prompt's longest cached prefix (an episode's earlier turns, a group's
+            # shared prompt); False recomputes every prompt whole (vLLM always caches prefixes)
+            prefix_caching=True,
         )
     )
     config.env = ml_collections.ConfigDict(

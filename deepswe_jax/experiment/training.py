@@ -179,6 +179,7 @@ def make_sampler(
         max_batch=sampler.max_batch,
         max_cache_len=max_len,
         max_cache_tokens=sampler.max_cache_tokens or None,
+        prefix_caching=sampler.prefix_caching,
         mesh=mesh,
         rules=rules,
         seed=seed,

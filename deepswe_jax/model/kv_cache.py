@@ -125,13 +125,17 @@ def attend_layer_cache(
     cache: KVCache,
     layer: jax.Array,
     read_length: int,
+    rows: jax.Array | None = None,
 ) -> jax.Array:
     """``attend_cache_and_new`` against the first ``read_length`` slots of one cache layer.
 
     q [b, t, h, d] and new_k, new_v [b, t, k, d] in the compute dtype; layer: int scalar; rows
-    must hold at most ``read_length`` filled slots. On CPU the rows are read a few at a time
-    (``CPU_READ_BYTES``). -> [b, t, h, d].
+    must hold at most ``read_length`` filled slots. ``rows`` [b] int: the cache rows the b query
+    rows continue (gathered; default cache rows 0 .. b - 1, sliced). On CPU the rows are read a
+    few at a time (``CPU_READ_BYTES``). -> [b, t, h, d].
     """
+    if rows is not None:
+        return _attend_gathered_rows(q, new_k, new_v, cache, layer, read_length, rows)
     batch, kv_heads, head_dim = q.shape[0], new_k.shape[2], new_k.shape[3]
     rows = batch
     if jax.default_backend() == "cpu":
@@ -160,3 +164,36 @@ def attend_layer_cache(
         (jnp.arange(0, batch, rows), *groups, cache.lengths.reshape(batch // rows, rows)),
     )
     return attended.reshape(q.shape)
+
+
+def _attend_gathered_rows(
+    q: jax.Array,
+    new_k: jax.Array,
+    new_v: jax.Array,
+    cache: KVCache,
+    layer: jax.Array,
+    read_length: int,
+    rows: jax.Array,
+) -> jax.Array:
+    """``attend_layer_cache`` for query rows continuing cache rows ``rows`` [b], one row at a time
+    (a prompt's many new tokens make [t, read_length] logits per head). -> [b, t, h, d]."""
+    kv_heads, head_dim = new_k.shape[2], new_k.shape[3]
+
+    def attend_row(inputs):
+        row, q, new_k, new_v = inputs
+        keys = jax.lax.dynamic_slice(
+            cache.keys, (layer, row, 0, 0, 0), (1, 1, kv_heads, head_dim, read_length)
+        )[0]
+        values = jax.lax.dynamic_slice(
+            cache.values, (layer, row, 0, 0, 0), (1, 1, kv_heads, read_length, head_dim)
+        )[0]
+        return attend_cache_and_new(
+            q[None],
+            keys.astype(q.dtype),
+            values.astype(q.dtype),
+            cache.lengths[row][None],
+            new_k[None],
+            new_v[None],
+        )[0]
+
+    return jax.lax.map(attend_row, (rows, q, new_k, new_v))

@@ -366,6 +366,8 @@ class Qwen3ForCausalLM(nnx.Module):
         cache: KVCache,
         positions: jax.Array | None = None,
         num_tokens: jax.Array | None = None,
+        rows: jax.Array | None = None,
+        logits_at: jax.Array | None = None,
     ) -> tuple[jax.Array, KVCache]:
         """Run t new tokens per row against the cache (see the module docstring).
 
@@ -374,12 +376,18 @@ class Qwen3ForCausalLM(nnx.Module):
           cache: the KVCache from ``init_cache`` or a previous ``decode``.
           positions: [b, t] RoPE positions; default ``cache.lengths[:, None] + arange(t)``.
           num_tokens: [b] int, how many of the t tokens are real in each row (default t).
+          rows: [b] int, the cache rows the b input rows continue (a subset of the cache's rows,
+            e.g. prompts extending cached prefixes; out of range = skipped); default all rows,
+            b = the cache's batch.
+          logits_at: [b] int, the one new token per row whose logits are wanted (a prompt's
+            last); default all t.
 
         Returns:
-          logits [b, t, v] float32 and the updated cache.
+          logits [b, t, v] float32 ([b, 1, v] with ``logits_at``) and the updated cache.
         """
         batch, t = input_ids.shape
-        slots = cache.lengths[:, None] + jnp.arange(t, dtype=jnp.int32)  # [b, t]
+        lengths = cache.lengths if rows is None else cache.lengths[rows]  # [b]
+        slots = lengths[:, None] + jnp.arange(t, dtype=jnp.int32)  # [b, t]
         if positions is None:
             positions = slots
         if num_tokens is None:
@@ -388,7 +396,7 @@ class Qwen3ForCausalLM(nnx.Module):
         # Read the fewest slots that hold every row with real tokens (the others' logits are
         # meaningless): the first of the static read lengths that is long enough.
         reads = read_lengths(cache.max_length)
-        longest = jnp.max(jnp.where(num_tokens > 0, cache.lengths, 0))
+        longest = jnp.max(jnp.where(num_tokens > 0, lengths, 0))
         read = jnp.searchsorted(jnp.asarray(reads), longest)
 
         def layer(x, layer_inputs):
@@ -397,7 +405,9 @@ class Qwen3ForCausalLM(nnx.Module):
             # Round through the cache dtype so this step sees what later steps will read.
             k, v = k.astype(cache_dtype), v.astype(cache_dtype)
             branches = [
-                functools.partial(attend_layer_cache, cache=cache, layer=index, read_length=n)
+                functools.partial(
+                    attend_layer_cache, cache=cache, layer=index, read_length=n, rows=rows
+                )
                 for n in reads
             ]
             attended = jax.lax.switch(read, branches, q, k.astype(dtype), v.astype(dtype))
@@ -409,19 +419,24 @@ class Qwen3ForCausalLM(nnx.Module):
         x, (new_keys, new_values) = jax.lax.scan(
             layer, self._embed(input_ids), (self.layers.stacked_params(), layers)
         )
+        if logits_at is not None:
+            x = x[jnp.arange(batch), logits_at][:, None]  # [b, 1, e]
         hidden = rms_norm(x, self.norm[...], config.rms_norm_eps, dtype)
         # Row and slot indices on either side of sliced axes put the update's dims first:
         # [b, t, L, k, d].
-        rows = jnp.arange(batch)[:, None]
-        keys = cache.keys.at[:, rows, :, :, slots].set(
+        written = (jnp.arange(batch) if rows is None else rows)[:, None]
+        keys = cache.keys.at[:, written, :, :, slots].set(
             new_keys.transpose(1, 2, 0, 3, 4), mode="drop"
         )
-        values = cache.values.at[:, rows, :, slots].set(
+        values = cache.values.at[:, written, :, slots].set(
             new_values.transpose(1, 2, 0, 3, 4), mode="drop"
         )
+        new_lengths = lengths + num_tokens.astype(jnp.int32)
         new_cache = KVCache(
             keys=constrain(keys, KEYS_LOGICAL_AXES),
             values=constrain(values, VALUES_LOGICAL_AXES),
-            lengths=cache.lengths + num_tokens.astype(jnp.int32),
+            lengths=new_lengths
+            if rows is None
+            else cache.lengths.at[rows].set(new_lengths, mode="drop"),
         )
         return self._logits(hidden), new_cache

@@ -7,6 +7,8 @@ constants, so swapping them does not recompile.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -106,6 +108,47 @@ def prefill_step(
     )
     tokens, logprobs = sample_next_tokens(last_logits, key, temperature, top_p, top_k)
     return cache, tokens, logprobs
+
+
+def extend_step(
+    graphdef: nnx.GraphDef,
+    state: nnx.State,
+    cache: KVCache,
+    suffix_ids: jax.Array,
+    suffix_lengths: jax.Array,
+    starts: jax.Array,
+    rows: jax.Array,
+    temperature: jax.Array,
+    top_p: jax.Array,
+    top_k: jax.Array,
+    key: jax.Array,
+) -> tuple[KVCache, jax.Array, jax.Array]:
+    """Prompts whose first starts [n] tokens are already in cache rows [n] (out of range = skip):
+    runs only their remaining tokens, suffix_ids [n, t] (right-padded; true lengths [n], at
+    least 1), attending to those cached slots; writes them after the cached ones and samples
+    each prompt's first new token. Returns (cache, tokens [n], logprobs [n]).
+    """
+    model = nnx.merge(graphdef, state)
+    cache = dataclasses.replace(cache, lengths=cache.lengths.at[rows].set(starts, mode="drop"))
+    logits, cache = model.decode(
+        suffix_ids, cache, num_tokens=suffix_lengths, rows=rows, logits_at=suffix_lengths - 1
+    )
+    tokens, logprobs = sample_next_tokens(logits[:, 0], key, temperature, top_p, top_k)
+    return cache, tokens, logprobs
+
+
+def copy_prefixes(cache: KVCache, sources: jax.Array, targets: jax.Array, length: int) -> KVCache:
+    """Copies slots 0 .. length - 1 of cache rows sources [m] into rows targets [m] (out of range
+    = skip; no row both a source and a target). Lengths are left to the extend that follows."""
+    return dataclasses.replace(
+        cache,
+        keys=cache.keys.at[:, targets, :, :, :length].set(
+            cache.keys[:, sources, :, :, :length], mode="drop"
+        ),
+        values=cache.values.at[:, targets, :, :length].set(
+            cache.values[:, sources, :, :length], mode="drop"
+        ),
+    )
 
 
 def decode_step(

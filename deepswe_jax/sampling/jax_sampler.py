@@ -3,9 +3,14 @@
 The engine holds `max_batch` rows ("slots") of one `KVCache` of `max_cache_len` positions; shapes
 never change, so the decode step compiles once. A background thread runs the loop:
 
-  1. admit queued requests into free slots: prompts grouped by padded length (powers of two, at
-     least `min_prefill_len`), counts padded to powers of two; each group runs through the
-     model's prefill (a forward that reads no cache), and its keys/values go into its slots;
+  1. admit queued requests into free slots. With prefix caching (the default) a finished
+     request's keys/values stay in its slot, and a prompt that begins with tokens some slot
+     holds (the next turn of an episode, another rollout of the same prompt) goes to that slot,
+     or gets a device copy of that prefix, and computes only the rest (an "extend" that attends
+     to the cached slots; prefix_cache.py chooses slots, evicting least recently used ones).
+     Prompts with nothing cached run through the model's prefill (a forward that reads no
+     cache). Either way prompts are grouped by padded length (powers of two, at least
+     `min_prefill_len`), counts padded to powers of two;
   2. DECODE_STEPS decode steps for every slot in one device call (rows without a request, or
      whose request ended within the call, are masked: their cache length stays);
   3. slots whose request hit a stop token or its token budget leave; their callers' futures are
@@ -13,8 +18,9 @@ never change, so the decode step compiles once. A background thread runs the loo
 
 Any number of asyncio callers (on any loops) may call `generate` at once; they are batched
 together. Weights are arguments of the jitted steps, never closed-over constants, so
-`sync_weights` swaps them without recompiling. The jitted steps themselves (token sampling,
-prefill, decode) are in decoding.py; this module schedules them.
+`sync_weights` swaps them without recompiling (and forgets every cached prefix). The jitted
+steps themselves (token sampling, prefill, extend, prefix copy, decode) are in decoding.py; this
+module schedules them. `prefill_counts` says how many prompt tokens were computed and reused.
 
 Logprobs: each generated token's logprob is log_softmax(logits / temperature) at that token —
 the temperature-scaled policy before top-p / top-k truncation (temperature 0, i.e. greedy, uses
@@ -55,53 +61,18 @@ from deepswe_jax.parallel import (
     use_rules,
 )
 from deepswe_jax.parallel.sharding import Rules
-from deepswe_jax.sampling.base import Completion, GenerateRequest, SamplingParams
+from deepswe_jax.sampling.base import Completion, GenerateRequest
 from deepswe_jax.sampling.decoding import (
     DECODE_STEPS,
     MAX_STOP_IDS,
+    copy_prefixes,
     decode_step,
+    extend_step,
     prefill_step,
 )
-from deepswe_jax.sampling.memory import cache_shape, free_device_bytes, memory_per_device
-
-
-@dataclasses.dataclass(eq=False)
-class _Sequence:
-    """A request in flight: where to deliver it and what it has generated so far."""
-
-    prompt_ids: tuple[int, ...]
-    params: SamplingParams
-    budget: int  # max tokens to generate: min(max_new_tokens, cache room)
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future
-    token_ids: list[int] = dataclasses.field(default_factory=list)
-    logprobs: list[float] = dataclasses.field(default_factory=list)
-
-    def append(self, token: int, logprob: float) -> Completion | None:
-        """Records one sampled token; returns the Completion when the request is done."""
-        self.token_ids.append(token)
-        self.logprobs.append(logprob)
-        if token in self.params.stop_token_ids:
-            reason = "stop"
-        elif len(self.token_ids) >= self.budget:
-            reason = "length"
-        else:
-            return None
-        return Completion(tuple(self.token_ids), tuple(self.logprobs), reason)
-
-
-def _powers_of_two_up_to(limit: int, start: int = 1) -> list[int]:
-    """[start, 2*start, 4*start, ...] below limit, then limit itself."""
-    sizes = []
-    size = start
-    while size < limit:
-        sizes.append(size)
-        size *= 2
-    return sizes + [limit]
-
-
-def _bucket(size: int, buckets: Sequence[int]) -> int:
-    return next(b for b in buckets if b >= size)
+from deepswe_jax.sampling.memory import refuse_what_cannot_fit
+from deepswe_jax.sampling.prefix_cache import Placement, PrefillCounts, RowPrefixCache
+from deepswe_jax.sampling.sequences import InFlight, bucket, deliver, powers_of_two_up_to
 
 
 class JaxSampler:
@@ -120,6 +91,9 @@ class JaxSampler:
         min(max_batch, max_cache_tokens // max_cache_len) (None: max_batch slots).
       free_bytes: bytes each device may still allocate (None: what the device reports,
         `free_device_bytes`); weights and cache beyond it are refused with a ValueError.
+      prefix_caching: keep finished requests' keys/values in their rows and compute only the
+        part of a later prompt past its longest cached prefix (prefix_cache.py); False computes
+        every prompt whole.
     """
 
     syncs_global_arrays = False  # sync_weights reads every param whole on this process
@@ -136,6 +110,7 @@ class JaxSampler:
         seed: int = 0,
         max_cache_tokens: int | None = None,
         free_bytes: int | None = None,
+        prefix_caching: bool = True,
     ):
         if max_batch < 1 or max_cache_len < 2:
             raise ValueError(
@@ -155,10 +130,10 @@ class JaxSampler:
         self.vocab_size = config.vocab_size
         self._mesh = mesh or make_mesh(1, 1, 1, devices=jax.devices()[:1])
         self._rules = tuple(rules)
-        self._length_buckets = _powers_of_two_up_to(max_cache_len, min_prefill_len)
-        self._count_buckets = _powers_of_two_up_to(max_batch)
+        self._length_buckets = powers_of_two_up_to(max_cache_len, min_prefill_len)
+        self._count_buckets = powers_of_two_up_to(max_batch)
 
-        self._refuse_what_cannot_fit(model, max_cache_len, free_bytes)
+        refuse_what_cannot_fit(model, max_batch, max_cache_len, self._mesh, self._rules, free_bytes)
         graphdef, state = nnx.split(model)
         self._state_shardings = state_shardings(state, self._mesh, self._rules)
         self._state_leaves, self._state_treedef = jax.tree.flatten(state)
@@ -188,57 +163,45 @@ class JaxSampler:
             donate_argnums=(1,),
             out_shardings=step_out,
         )
+        self._extend = jax.jit(
+            functools.partial(extend_step, graphdef),
+            donate_argnums=(1,),
+            out_shardings=step_out,
+        )
+        self._copy = jax.jit(
+            copy_prefixes, static_argnums=(3,), donate_argnums=(0,), out_shardings=cache_shardings
+        )
+        self._prefixes = RowPrefixCache(max_batch, max_cache_len, enabled=prefix_caching)
+        self._counts = PrefillCounts()
         self._base_key = jax.random.key(seed)
         self._steps = 0
 
         # Host copies of per-slot state; the device cache is the authority on lengths.
-        self._slots: list[_Sequence | None] = [None] * max_batch
+        self._slots: list[InFlight | None] = [None] * max_batch
         self._next_tokens = np.zeros(max_batch, np.int32)
         self._temperature = np.ones(max_batch, np.float32)
         self._top_p = np.ones(max_batch, np.float32)
         self._top_k = np.zeros(max_batch, np.int32)
         self._stop_ids = np.full((max_batch, MAX_STOP_IDS), -1, np.int32)
 
-        self._queue: deque[_Sequence] = deque()
+        self._queue: deque[InFlight] = deque()
         self._queue_changed = threading.Condition()
         self._weights_lock = threading.Lock()  # held while a step runs; sync_weights waits on it
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="jax-sampler", daemon=True)
         self._thread.start()
 
-    def _refuse_what_cannot_fit(
-        self, model: Qwen3ForCausalLM, max_cache_len: int, free_bytes: int | None
-    ) -> None:
-        """Raises ValueError, before anything is allocated, when the weights plus the keys and
-        values would not fit each device's free memory."""
-        weights, cache = memory_per_device(
-            model, slots=self.max_batch, max_cache_len=max_cache_len, mesh=self._mesh,
-            rules=self._rules,
-        )  # fmt: skip
-        device = self._mesh.devices.flat[0]
-        free = free_device_bytes(device) if free_bytes is None else free_bytes
-        if weights + cache <= free:
-            return
-        per_slot = cache / self.max_batch
-        fitting_slots = max(int((free - weights) // per_slot), 0)
-        layers, slots, kv_heads, length, head_dim = cache_shape(
-            model.config, self.max_batch, max_cache_len
-        )
-        raise ValueError(
-            f"JaxSampler needs {(weights + cache) / 1e9:,.1f} GB per device but {device} has "
-            f"{free / 1e9:,.1f} GB free: KV cache {cache / 1e9:,.1f} GB ({slots} slots x "
-            f"{length:,} tokens x {layers} layers x keys and values x {kv_heads} kv heads x "
-            f"{head_dim} x {np.dtype(model.dtype).itemsize} bytes, over "
-            f"{self._mesh.size} device(s)) plus weights {weights / 1e9:,.1f} GB. {fitting_slots} "
-            f"slots fit: set sampler.max_batch={fitting_slots} or sampler.max_cache_tokens="
-            f"{fitting_slots * length:,}, shorten agent.max_context, or shard the sampler over "
-            "more devices"
-        )
-
     @property
     def compilation_count(self) -> int:
-        """Number of compiled programs (prefill shape buckets + the one decode step)."""
-        return self._prefill._cache_size() + self._decode._cache_size()
+        """Number of compiled programs (prefill, extend and copy shape buckets + the one decode
+        step)."""
+        jitted = (self._prefill, self._decode, self._extend, self._copy)
+        return sum(f._cache_size() for f in jitted)
+
+    @property
+    def prefill_counts(self) -> PrefillCounts:
+        """Prompt tokens admitted so far: all, computed, and reused from cached prefixes."""
+        return dataclasses.replace(self._counts)
 
     async def generate(self, requests: Sequence[GenerateRequest]) -> list[Completion]:
         """Completions for `requests`, in order; batched with every other concurrent caller."""
@@ -255,7 +218,7 @@ class JaxSampler:
                 sequence.future.set_result(Completion((), (), "length"))
         return list(await asyncio.gather(*(s.future for s in sequences)))
 
-    def _admit_check(self, request: GenerateRequest, loop: asyncio.AbstractEventLoop) -> _Sequence:
+    def _admit_check(self, request: GenerateRequest, loop: asyncio.AbstractEventLoop) -> InFlight:
         prompt_len = len(request.prompt_ids)
         params = request.params
         if prompt_len == 0:
@@ -277,7 +240,7 @@ class JaxSampler:
                 f"invalid {params}: need max_new_tokens >= 0, 0 < top_p <= 1, top_k >= 0"
             )
         budget = min(params.max_new_tokens, self.max_cache_len - prompt_len)
-        return _Sequence(request.prompt_ids, params, budget, loop, loop.create_future())
+        return InFlight(request.prompt_ids, params, budget, loop, loop.create_future())
 
     def sync_weights(self, params: Any) -> None:
         """Samples from `params` (a `Qwen3ForCausalLM` or its `nnx.State`) from the next step on.
@@ -306,6 +269,7 @@ class JaxSampler:
         )
         with self._weights_lock:
             self._state = new_state
+            self._prefixes.invalidate()  # cached keys/values came from the old weights
 
     def sleep(self) -> None:
         """A no-op: the KV cache and weights stay allocated (the trainer and JaxSampler share
@@ -322,7 +286,7 @@ class JaxSampler:
         self._thread.join()
         error = RuntimeError("JaxSampler closed before the request finished")
         for sequence in [*self._queue, *(s for s in self._slots if s is not None)]:
-            _deliver(sequence, error)
+            deliver(sequence, error)
         self._queue.clear()
         self._slots = [None] * self.max_batch
 
@@ -338,64 +302,91 @@ class JaxSampler:
             try:
                 with self._weights_lock, jax.set_mesh(self._mesh), use_rules(self._rules):
                     if admitted:
-                        self._prefill_into(list(zip(free, admitted, strict=False)))
+                        waiting = self._admit(free, admitted)
+                        with self._queue_changed:
+                            self._queue.extendleft(reversed(waiting))
                     if any(self._slots):
                         self._decode_once()
             except Exception as error:  # fail the affected callers, keep serving
+                self._prefixes.invalidate()
                 for row, sequence in enumerate(self._slots):
                     if sequence is not None:
-                        _deliver(sequence, error)
+                        deliver(sequence, error)
                         self._slots[row] = None
+                        self._prefixes.release(row)
                 for sequence in admitted:
-                    _deliver(sequence, error)
+                    deliver(sequence, error)
 
     def _next_key(self) -> jax.Array:
         self._steps += 1
         return jax.random.fold_in(self._base_key, self._steps)
 
-    def _prefill_into(self, placements: list[tuple[int, _Sequence]]) -> None:
-        """Prefills each (row, sequence), grouped by padded prompt length."""
-        groups: dict[int, list[tuple[int, _Sequence]]] = {}
-        for row, sequence in placements:
-            length = _bucket(len(sequence.prompt_ids), self._length_buckets)
-            groups.setdefault(length, []).append((row, sequence))
-        for length, group in sorted(groups.items()):
-            count = _bucket(len(group), self._count_buckets)
-            prompt_ids = np.zeros((count, length), np.int32)
-            prompt_lengths = np.ones(count, np.int32)
-            rows = np.full(count, self.max_batch, np.int32)  # out of range: dropped
-            temperature = np.ones(count, np.float32)
-            top_p = np.ones(count, np.float32)
-            top_k = np.zeros(count, np.int32)
-            for i, (row, sequence) in enumerate(group):
-                prompt_ids[i, : len(sequence.prompt_ids)] = sequence.prompt_ids
-                prompt_lengths[i] = len(sequence.prompt_ids)
-                rows[i] = row
-                p = sequence.params
-                temperature[i], top_p[i], top_k[i] = p.temperature, p.top_p, p.top_k
-                self._temperature[row], self._top_p[row], self._top_k[row] = (
-                    p.temperature,
-                    p.top_p,
-                    p.top_k,
-                )
-                self._stop_ids[row] = -1
-                self._stop_ids[row, : len(p.stop_token_ids)] = p.stop_token_ids
-                self._slots[row] = sequence
+    def _admit(self, free: list[int], admitted: list[InFlight]) -> list[InFlight]:
+        """Places admitted requests in free rows (prefix_cache.py) and computes their prompts,
+        wave by wave: copies of cached prefixes first, then the rest of each prompt. Returns
+        the requests that found no row this time (they wait at the front of the queue)."""
+        placements = self._prefixes.place([s.prompt_ids for s in admitted], free)
+        for wave in sorted({p.wave for p in placements}):
+            placed = [(p, s) for p, s in zip(placements, admitted, strict=False) if p.wave == wave]
+            copies = [p for p, _ in placed if p.source != p.row]
+            if copies:
+                count = bucket(len(copies), self._count_buckets)
+                sources = np.zeros(count, np.int32)
+                targets = np.full(count, self.max_batch, np.int32)  # out of range: skipped
+                sources[: len(copies)] = [p.source for p in copies]
+                targets[: len(copies)] = [p.row for p in copies]
+                length = bucket(max(p.reused for p in copies), self._length_buckets)
+                self._cache = self._copy(self._cache, sources, targets, length)
+            groups: dict[tuple[bool, int], list[tuple[Placement, InFlight]]] = {}
+            for placement, sequence in placed:
+                computed = len(sequence.prompt_ids) - placement.reused
+                self._counts.add(len(sequence.prompt_ids), computed)
+                key = (placement.reused > 0, bucket(computed, self._length_buckets))
+                groups.setdefault(key, []).append((placement, sequence))
+            for (extends, length), group in sorted(groups.items()):
+                self._compute_prompts(group, extends, length)
+        return admitted[len(placements) :]
+
+    def _compute_prompts(
+        self, group: list[tuple[Placement, InFlight]], extends: bool, length: int
+    ) -> None:
+        """Runs the uncached part of each prompt (at most `length` tokens) into its row and
+        records its first new token: a prefill from slot 0, or an extend after cached slots."""
+        count = bucket(len(group), self._count_buckets)
+        suffix_ids = np.zeros((count, length), np.int32)
+        suffix_lengths = np.ones(count, np.int32)
+        starts = np.zeros(count, np.int32)
+        rows = np.full(count, self.max_batch, np.int32)  # out of range: dropped
+        temperature = np.ones(count, np.float32)
+        top_p = np.ones(count, np.float32)
+        top_k = np.zeros(count, np.int32)
+        for i, (placement, sequence) in enumerate(group):
+            row, suffix = placement.row, sequence.prompt_ids[placement.reused :]
+            suffix_ids[i, : len(suffix)] = suffix
+            suffix_lengths[i], starts[i], rows[i] = len(suffix), placement.reused, row
+            p = sequence.params
+            temperature[i], top_p[i], top_k[i] = p.temperature, p.top_p, p.top_k
+            self._temperature[row], self._top_p[row], self._top_k[row] = (
+                p.temperature,
+                p.top_p,
+                p.top_k,
+            )
+            self._stop_ids[row] = -1
+            self._stop_ids[row, : len(p.stop_token_ids)] = p.stop_token_ids
+            self._slots[row] = sequence
+        sampling = (temperature, top_p, top_k, self._next_key())
+        if extends:
+            self._cache, tokens, logprobs = self._extend(
+                self._state, self._cache, suffix_ids, suffix_lengths, starts, rows, *sampling
+            )
+        else:
             self._cache, tokens, logprobs = self._prefill(
-                self._state,
-                self._cache,
-                prompt_ids,
-                prompt_lengths,
-                rows,
-                temperature,
-                top_p,
-                top_k,
-                self._next_key(),
+                self._state, self._cache, suffix_ids, suffix_lengths, rows, *sampling
             )
-            real = len(group)
-            self._record(
-                [row for row, _ in group], np.asarray(tokens)[:real], np.asarray(logprobs)[:real]
-            )
+        real = len(group)
+        self._record(
+            [p.row for p, _ in group], np.asarray(tokens)[:real], np.asarray(logprobs)[:real]
+        )
 
     def _decode_once(self) -> None:
         """DECODE_STEPS tokens for every occupied slot, recorded step by step until each row's
@@ -428,25 +419,11 @@ class JaxSampler:
         """Appends each row's new token; finished rows are delivered and freed."""
         for row, token, logprob in zip(rows, tokens.tolist(), logprobs.tolist(), strict=True):
             sequence = self._slots[row]
+            if sequence.token_ids:  # the step fed the previous token into the row
+                self._prefixes.fed(row, sequence.token_ids[-1])
             self._next_tokens[row] = token
             completion = sequence.append(token, logprob)
             if completion is not None:
-                _deliver(sequence, completion)
+                deliver(sequence, completion)
                 self._slots[row] = None
-
-
-def _deliver(sequence: _Sequence, outcome: Completion | BaseException) -> None:
-    """Resolves the caller's future on its own event loop (from the engine thread)."""
-
-    def resolve() -> None:
-        if sequence.future.done():
-            return
-        if isinstance(outcome, BaseException):
-            sequence.future.set_exception(outcome)
-        else:
-            sequence.future.set_result(outcome)
-
-    try:
-        sequence.loop.call_soon_threadsafe(resolve)
-    except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
-        pass
+                self._prefixes.release(row)

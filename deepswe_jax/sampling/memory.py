@@ -3,8 +3,8 @@
     weights, cache = memory_per_device(model, slots=8, max_cache_len=36864, mesh=mesh)
     free = free_device_bytes(mesh.devices.flat[0])
 
-Used by JaxSampler to refuse a cache that cannot fit, and by tests to check a config's sampler
-beside its training memory.
+Used by JaxSampler to refuse a cache that cannot fit (`refuse_what_cannot_fit`), and by tests
+to check a config's sampler beside its training memory.
 """
 
 from __future__ import annotations
@@ -65,3 +65,35 @@ def memory_per_device(
     # keys and values hold the same bytes, sharded alike (batch and kv heads)
     cache_sharding = logical_to_sharding(VALUES_LOGICAL_AXES, mesh, rules, shape=shape)
     return weights, 2 * _bytes_per_device(shape, model.dtype, cache_sharding)
+
+
+def refuse_what_cannot_fit(
+    model: Qwen3ForCausalLM,
+    slots: int,
+    max_cache_len: int,
+    mesh: Mesh,
+    rules: Rules,
+    free_bytes: int | None,
+) -> None:
+    """Raises ValueError, before anything is allocated, when a JaxSampler's weights plus the keys
+    and values of `slots` rows would not fit each device's free memory (None: what the device
+    reports), with the sizes and what to change."""
+    weights, cache = memory_per_device(
+        model, slots=slots, max_cache_len=max_cache_len, mesh=mesh, rules=rules
+    )
+    device = mesh.devices.flat[0]
+    free = free_device_bytes(device) if free_bytes is None else free_bytes
+    if weights + cache <= free:
+        return
+    fitting_slots = max(int((free - weights) // (cache / slots)), 0)
+    layers, slots, kv_heads, length, head_dim = cache_shape(model.config, slots, max_cache_len)
+    raise ValueError(
+        f"JaxSampler needs {(weights + cache) / 1e9:,.1f} GB per device but {device} has "
+        f"{free / 1e9:,.1f} GB free: KV cache {cache / 1e9:,.1f} GB ({slots} slots x "
+        f"{length:,} tokens x {layers} layers x keys and values x {kv_heads} kv heads x "
+        f"{head_dim} x {np.dtype(model.dtype).itemsize} bytes, over "
+        f"{mesh.size} device(s)) plus weights {weights / 1e9:,.1f} GB. {fitting_slots} "
+        f"slots fit: set sampler.max_batch={fitting_slots} or sampler.max_cache_tokens="
+        f"{fitting_slots * length:,}, shorten agent.max_context, or shard the sampler over "
+        "more devices"
+    )

@@ -43,6 +43,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from deepswe_jax.model import Qwen3ForCausalLM
 from deepswe_jax.sampling.base import Completion, GenerateRequest, SamplingParams
+from deepswe_jax.sampling.prefix_cache import PrefillCounts
 from deepswe_jax.sampling.vllm_engine import (
     VLLMSettings,
     WeightPusher,
@@ -98,6 +99,7 @@ class VLLMSampler:
         self._asleep = False
         self._failure: BaseException | None = None
         self._closed = False
+        self.prefill_counts = PrefillCounts()  # vLLM's prefix cache hits, as JaxSampler counts
         if jax.process_count() > 1:
             _connect_all_devices()
         if not self.owns_engine:
@@ -238,6 +240,10 @@ class VLLMSampler:
                 if self._has_work():
                     for output in self._engine.step():
                         if output.finished:
+                            prompt = len(output.prompt_token_ids)
+                            self.prefill_counts.add(
+                                prompt, prompt - (output.num_cached_tokens or 0)
+                            )
                             self._deliver(output.request_id, _completion(output))
         except BaseException as error:  # every waiter, and every later caller, learns why
             logger.exception("vLLM engine thread failed")

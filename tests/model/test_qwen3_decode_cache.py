@@ -63,6 +63,29 @@ def test_chunks_on_a_filled_cache_equal_the_full_forward(random_model):
     np.testing.assert_array_equal(np.asarray(cache.lengths), prompt_lengths + 2 * chunk_lengths)
 
 
+def test_chunks_into_a_subset_of_rows_equal_the_full_forward(random_model):
+    """`rows` sends 2 input rows to cache rows 2 and 0 of 3 (a prompt extending a cached
+    prefix); `logits_at` keeps each row's last real token; row 1 is left untouched."""
+    model = random_model
+    sequences = np.random.default_rng(6).integers(0, 128, (3, 12))
+    full = np.asarray(nnx.jit(lambda m, ids: m(ids))(model, jnp.asarray(sequences)))
+    cache = model.init_cache(batch_size=3, max_length=16)
+    _, cache = decode_step(model, jnp.asarray(sequences[:, :6]), cache, jnp.full(3, 6))
+    rows, chunk_lengths = np.array([2, 0]), np.array([5, 3])
+    chunk = np.zeros((2, 5), np.int64)
+    chunk[0], chunk[1, :3] = sequences[2, 6:11], sequences[0, 6:9]
+    logits, cache = nnx.jit(
+        lambda m, ids, c: m.decode(
+            ids, c, num_tokens=jnp.asarray(chunk_lengths), rows=jnp.asarray(rows),
+            logits_at=jnp.asarray(chunk_lengths - 1),
+        )
+    )(model, jnp.asarray(chunk), cache)  # fmt: skip
+    assert logits.shape == (2, 1, 128)
+    np.testing.assert_allclose(logits[0, 0], full[2, 10], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(logits[1, 0], full[0, 8], atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(np.asarray(cache.lengths), [9, 6, 11])
+
+
 def test_read_lengths_step_by_at_most_a_quarter_up_to_the_cache_length():
     assert kv_cache.read_lengths(80) == (32, 48, 64, 80)
     reads = kv_cache.read_lengths(288)

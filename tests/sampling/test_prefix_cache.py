@@ -1,0 +1,171 @@
+"""JaxSampler's prefix reuse: a multi-turn episode and a group of rollouts give the same tokens and
+log-probs with reuse on and off, while the shared prefixes are computed once; eviction, waiting
+for a row and new weights never make it reuse the wrong keys/values."""
+
+import asyncio
+
+import numpy as np
+import pytest
+from flax import nnx
+
+from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
+from deepswe_jax.sampling import GenerateRequest, JaxSampler, SamplingParams
+from deepswe_jax.sampling.prefix_cache import BLOCK, Placement, RowPrefixCache
+
+CONFIG = Qwen3Config(
+    vocab_size=101,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    initializer_range=0.5,  # peaked next-token distributions: greedy choices are not near-ties
+)
+MAX_CACHE_LEN = 384
+SIZES = dict(max_cache_len=MAX_CACHE_LEN, min_prefill_len=64)  # few shape buckets to compile
+
+
+def random_ids(rng: np.random.Generator, n: int) -> tuple[int, ...]:
+    return tuple(int(t) for t in rng.integers(0, CONFIG.vocab_size, n))
+
+
+def greedy(new_tokens: int) -> SamplingParams:
+    return SamplingParams(temperature=0.0, max_new_tokens=new_tokens)
+
+
+@pytest.fixture(scope="module")
+def model() -> Qwen3ForCausalLM:
+    return Qwen3ForCausalLM(CONFIG, rngs=nnx.Rngs(0))
+
+
+@pytest.fixture(scope="module")
+def samplers(model):
+    """(reuse on, reuse off), 2 rows each."""
+    on = JaxSampler(model, max_batch=2, **SIZES, prefix_caching=True)
+    off = JaxSampler(model, max_batch=2, **SIZES, prefix_caching=False)
+    yield on, off
+    on.close()
+    off.close()
+
+
+def run_episode(sampler: JaxSampler, turns: int = 9, evict_after: int = 4):
+    """A scripted agent episode: each turn's prompt is the previous prompt + completion + an
+    observation; after `evict_after` turns two unrelated prompts take both rows."""
+    rng = np.random.default_rng(1)
+    prompt = random_ids(rng, 37)
+    tokens, logprobs = [], []
+    for turn in range(turns):
+        [completion] = asyncio.run(
+            sampler.generate([GenerateRequest(prompt, greedy(int(rng.integers(3, 12))))])
+        )
+        tokens.append(completion.token_ids)
+        logprobs.append(completion.logprobs)
+        prompt = prompt + completion.token_ids + random_ids(rng, int(rng.integers(5, 15)))
+        if turn == evict_after:
+            others = [GenerateRequest(random_ids(rng, 20), greedy(4)) for _ in range(2)]
+            asyncio.run(sampler.generate(others))
+    return tokens, logprobs, len(prompt)
+
+
+def test_multi_turn_episode_is_identical_with_and_without_reuse(samplers):
+    on, off = samplers
+    before = on.prefill_counts
+    tokens_on, logprobs_on, final_len = run_episode(on)
+    counts = on.prefill_counts
+    tokens_off, logprobs_off, _ = run_episode(off)
+    assert final_len > 8 * BLOCK  # the turns cross many block boundaries
+    assert tokens_on == tokens_off
+    for a, b in zip(logprobs_on, logprobs_off, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    computed = counts.computed_tokens - before.computed_tokens
+    prompts = counts.prompt_tokens - before.prompt_tokens
+    assert off.prefill_counts.reused_tokens == 0
+    # Without the eviction only each turn's new tokens would be computed; with it, one prompt
+    # is computed whole again (plus the two unrelated prompts).
+    assert computed < prompts / 2
+
+
+def test_group_of_rollouts_computes_the_shared_prompt_once(model, samplers):
+    _, off = samplers
+    sampler = JaxSampler(model, max_batch=4, **SIZES)
+    rng = np.random.default_rng(2)
+    shared = random_ids(rng, 100)
+    same = [GenerateRequest(shared, greedy(6)) for _ in range(4)]
+    completions = asyncio.run(sampler.generate(same))
+    # The prompt once, then only its last token (whose logits start each completion) per copy.
+    assert sampler.prefill_counts.computed_tokens == 100 + 3
+    [expected] = asyncio.run(off.generate(same[:1]))
+    for completion in completions:
+        assert completion.token_ids == expected.token_ids
+        np.testing.assert_allclose(completion.logprobs, expected.logprobs, atol=1e-5)
+
+    # Suffixes that part from the cached completions and from each other at their first token.
+    first = expected.token_ids[0]
+    suffixes = [((first + i) % CONFIG.vocab_size,) + random_ids(rng, 19) for i in range(1, 5)]
+    forked = [GenerateRequest(shared + s, greedy(6)) for s in suffixes]
+    before = sampler.prefill_counts.computed_tokens
+    completions = asyncio.run(sampler.generate(forked))
+    assert sampler.prefill_counts.computed_tokens - before == 4 * 20  # the shared part is cached
+    expected = [c for r in forked for c in asyncio.run(off.generate([r]))]
+    assert [c.token_ids for c in completions] == [c.token_ids for c in expected]
+    for a, b in zip(completions, expected, strict=True):
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
+    sampler.close()
+
+
+def test_more_requests_than_rows_wait_and_stay_exact(samplers):
+    on, off = samplers
+    rng = np.random.default_rng(3)
+    shared = random_ids(rng, 50)
+    requests = [
+        GenerateRequest(shared[: 20 + 5 * i] + random_ids(rng, i + 1), greedy(5 + i))
+        for i in range(6)
+    ]
+
+    async def concurrently(sampler):
+        return await asyncio.gather(*(sampler.generate([r]) for r in requests))
+
+    got, expected = asyncio.run(concurrently(on)), asyncio.run(concurrently(off))
+    assert [c.token_ids for [c] in got] == [c.token_ids for [c] in expected]
+
+
+def test_new_weights_are_never_served_from_old_keys_and_values(model):
+    other = Qwen3ForCausalLM(CONFIG, rngs=nnx.Rngs(1))
+    sampler = JaxSampler(model, max_batch=2, **SIZES)
+    fresh = JaxSampler(other, max_batch=2, **SIZES, prefix_caching=False)
+    prompt = random_ids(np.random.default_rng(4), 60)
+    [first] = asyncio.run(sampler.generate([GenerateRequest(prompt, greedy(8))]))
+    sampler.sync_weights(other)
+    follow_up = GenerateRequest(prompt + first.token_ids + (5, 6, 7), greedy(8))
+    before = sampler.prefill_counts.computed_tokens
+    assert asyncio.run(sampler.generate([follow_up])) == asyncio.run(fresh.generate([follow_up]))
+    assert sampler.prefill_counts.computed_tokens - before == len(follow_up.prompt_ids)
+    sampler.close()
+    fresh.close()
+
+
+def test_row_prefix_cache_places_copies_in_a_later_wave_and_evicts_least_recently_used():
+    cache = RowPrefixCache(rows=4, max_len=128)
+    a = list(range(40))
+    b = list(range(100, 140))
+    placed = cache.place([a, b], free_rows=[0, 1, 2, 3])
+    assert placed == [Placement(0, 0, 0, 0), Placement(1, 1, 0, 0)]
+    for row in (0, 1):
+        cache.release(row)
+    # Two rollouts continuing a: the first reuses row 0 in place, the second copies its prompt
+    # (filled in wave 0) in wave 1; the last prompt token is always computed.
+    placed = cache.place([a + [7], a + [8]], free_rows=[0, 1, 2, 3])
+    assert placed == [Placement(0, 0, 40, 0), Placement(2, 0, 40, 1)]
+    cache.fed(0, 9)  # a decode step wrote a token after row 0's prompt
+    assert cache.filled(0) == 42
+    for row in (0, 2):
+        cache.release(row)
+    # New prompts take the empty row first, then the least recently used one (1, prompt b).
+    placed = cache.place([list(range(200, 220)), list(range(300, 320))], free_rows=[0, 1, 2, 3])
+    assert [p.row for p in placed] == [3, 1] and [p.reused for p in placed] == [0, 0]
+    for row in (1, 3):
+        cache.release(row)
+    cache.invalidate()
+    assert cache.place([a + [7, 9, 1]], free_rows=[0, 1, 2, 3])[0].reused == 0
+    assert cache.place([a], free_rows=[]) == []
