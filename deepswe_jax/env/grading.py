@@ -1,6 +1,9 @@
 """Grade a patch by running the task's tests in a fresh runtime (SWE-bench semantics).
 
-`grade_patch` runs these steps, each a function of its own, in a new runtime from
+`grade_patch` refuses a patch larger than `max_patch_bytes` (status `patch_too_large`) or one
+that adds a module in place of one the image's environment provides, a .pth file or package
+metadata (status `patch_refused`, `verdict_guards`); both score 0 and are not infrastructure
+errors. It then runs these steps, each a function of its own, in a new runtime from
 `task.image` (never the agent's container):
 
 1. `apply_patch`: `git apply`, falling back to `patch --batch --fuzz=5 -p1`;
@@ -22,14 +25,17 @@
 5. `score_tests`: 'timeout' past the limit, else the harness's verdict on the output
    (pytest's `-rA` summary: PASSED / XFAIL pass; FAILED / ERROR / XPASS / missing fail;
    swebench's parser and report for SWE-bench rows; R2E-Gym's status map for R2E-Gym rows).
+   Where the test command is our pytest entry, a log that says resolved must agree with the
+   run's result record (`verdict_guards`), else the status is 'unresolved' with
+   `suspected_forgery` set (the report.json keeps the log's verdict, as SWE-bench has it).
 
 The runtime is made by `runtime_factory` (the EnvPool's backend, e.g. a
 `k8s_runtime.K8sPodFactory`), or is a DockerRuntime on the local engine (or `client`'s).
 
 Resolved = every FAIL_TO_PASS and PASS_TO_PASS test passes; for R2E-Gym tasks
 (`expected_output_json`), the parsed status map must equal it exactly.
-Not prevented: library code that monkeypatches pytest internals when the tests
-import it (the tests run in the same process as the code under test).
+Tests that exhaust the grading container's disk or memory (runtime.PolicyLimitError) score
+'unresolved': only failures the patch cannot cause are 'infra_error'.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deepswe_jax.env.harness import (
+    RECORD_VARIABLE,
     Harness,
     PytestHarness,
     TestsStatus,
@@ -53,13 +60,37 @@ from deepswe_jax.env.harness_r2egym import R2EHarness
 from deepswe_jax.env.harness_swebench import SwebenchHarness
 from deepswe_jax.env.layouts import LAYOUTS
 from deepswe_jax.env.patches import is_protected, protected_paths, without_paths
-from deepswe_jax.env.runtime import ExecResult, Runtime, RuntimeFactory
+from deepswe_jax.env.runtime import (
+    DEFAULT_MAX_PATCH_BYTES,
+    ExecResult,
+    PolicyLimitError,
+    Runtime,
+    RuntimeFactory,
+)
 from deepswe_jax.env.tasks import Task
+from deepswe_jax.env.verdict_guards import (
+    environment_of,
+    log_suspected_forgery,
+    new_record_path,
+    read_record,
+    record_problem,
+    records_results,
+    refused_paths,
+)
 
 DEFAULT_TIMEOUT = 300.0
 # Memory limit of a Docker grading container (a runtime_factory's runtimes have its limits).
 GRADING_MEM_LIMIT = "2g"
-STATUSES = ("resolved", "unresolved", "apply_failed", "timeout", "infra_error", "empty_patch")
+STATUSES = (
+    "resolved",
+    "unresolved",
+    "apply_failed",
+    "timeout",
+    "infra_error",
+    "empty_patch",
+    "patch_refused",
+    "patch_too_large",
+)
 PATCH_FILE = "/tmp/deepswe_model.patch"
 TEST_PATCH_FILE = "/tmp/deepswe_test.patch"
 PROTECTED_LIST_FILE = "/tmp/deepswe_protected_paths"
@@ -83,13 +114,16 @@ CHANGES_CMD = f"{GIT_STATUS_CMD} && printf '\\0{STATUS_MARK}\\0' && cat {STATUS_
 class GradeResult:
     """Outcome of grading one patch.
 
-    status: 'resolved' | 'unresolved' | 'apply_failed' | 'timeout' | 'infra_error' | 'empty_patch'.
+    status: 'resolved' | 'unresolved' | 'apply_failed' | 'timeout' | 'infra_error' | 'empty_patch'
+      | 'patch_refused' | 'patch_too_large'.
     tests_status: SWE-bench layout {FAIL_TO_PASS: {success: [...], failure: [...]}, PASS_TO_PASS, ...};
       in R2E-Gym mode PASS_TO_PASS lists the expected tests whose status matched / did not.
     test_log: combined output of the grading commands (patch application and test run).
     error: what went wrong, for 'infra_error' and 'timeout'.
     report: the benchmark's own report.json entry of the test log when its harness made one
       (swebench's get_eval_report for SWE-bench rows).
+    suspected_forgery: the log said resolved and the result record did not (status
+      'unresolved', reward 0; `to_report` keeps the log's verdict, SWE-bench's semantics).
     """
 
     instance_id: str
@@ -104,6 +138,7 @@ class GradeResult:
     patch_is_none: bool = False
     error: str = ""
     report: dict | None = None
+    suspected_forgery: bool = False
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -125,7 +160,7 @@ class GradeResult:
             "patch_is_None": self.patch_is_none,
             "patch_exists": self.patch_exists,
             "patch_successfully_applied": self.patch_successfully_applied,
-            "resolved": self.resolved,
+            "resolved": self.resolved or self.suspected_forgery,
             "infra_failure": self.infra_error,
         }
         if self.status in ("resolved", "unresolved"):
@@ -213,12 +248,16 @@ def apply_test_patch(session: GradingSession, task: Task) -> bool:
     return session.run(f"git apply --verbose {TEST_PATCH_FILE}").exit_code == 0
 
 
-def run_tests(session: GradingSession, task: Task, harness: Harness, timeout: float) -> ExecResult:
+def run_tests(
+    session: GradingSession, task: Task, harness: Harness, timeout: float, record_path: str = ""
+) -> ExecResult:
     """Step 4: the harness's test command, ended by `timeout -k 5` after `timeout` seconds
-    (exit code 124; the runtime itself gives up 30 s later)."""
+    (exit code 124; the runtime itself gives up 30 s later); our pytest entry writes its
+    result record at `record_path` when given."""
     test_cmd = harness.command(task)
+    record = f"{RECORD_VARIABLE}={shlex.quote(record_path)} " if record_path else ""
     return session.run(
-        f"timeout -k 5 {int(timeout)} bash -c {shlex.quote(test_cmd)}",
+        f"{record}timeout -k 5 {int(timeout)} bash -c {shlex.quote(test_cmd)}",
         timeout + 30,
         logged_as=test_cmd,
     )
@@ -244,6 +283,7 @@ def grade_patch(
     run_label: str = "grading",
     skip_empty: bool = True,
     mem_limit: str = GRADING_MEM_LIMIT,
+    max_patch_bytes: int = DEFAULT_MAX_PATCH_BYTES,
 ) -> GradeResult:
     """Grade `patch` on `task` in a fresh runtime from `task.image` (the module's steps).
 
@@ -262,6 +302,7 @@ def grade_patch(
         doing nothing) and the status is 'unresolved' or 'resolved'.
       mem_limit: memory limit of the Docker grading container (a runtime_factory's
         runtimes have the factory's limits).
+      max_patch_bytes: a larger patch is graded 'patch_too_large' without running anything.
 
     Returns:
       GradeResult; reward 1.0 only if resolved. Runtime failures (Docker, pods) give
@@ -291,6 +332,7 @@ def grade_patch(
         log: str = "",
         verdict: Verdict | None = None,
         error: str = "",
+        suspected_forgery: bool = False,
     ) -> GradeResult:
         resolved = status == "resolved"
         return GradeResult(
@@ -306,12 +348,29 @@ def grade_patch(
             patch_is_none=patch is None,
             error=error,
             report=verdict.report if verdict else None,
+            suspected_forgery=suspected_forgery,
         )
+
+    def refusal(environment) -> GradeResult | None:
+        refused = refused_paths(patch, environment) if environment is not None else []
+        if not refused:
+            return None
+        error = (
+            f"the patch adds {refused[:5]}: a module the environment already provides, a .pth "
+            "file or package metadata, which would change what the tests import"
+        )
+        return result("patch_refused", applied=False, error=error)
 
     if is_empty and skip_empty:
         return result("empty_patch", applied=False)
     if not is_empty:
         patch = without_paths(patch, LAYOUTS[task.layout].harness_paths)
+        size = len(patch.encode("utf-8", "surrogateescape"))
+        if size > max_patch_bytes:
+            error = f"the patch has {size} bytes, over env.max_patch_bytes={max_patch_bytes}"
+            return result("patch_too_large", applied=False, error=error)
+        if refused := refusal(environment_of(task, None)):
+            return refused
 
     runtime = None
     session = None
@@ -320,6 +379,8 @@ def grade_patch(
         runtime.start()
         session = GradingSession(runtime)
         if not is_empty:
+            if refused := refusal(environment_of(task, runtime)):
+                return refused
             if not apply_patch(session, patch):
                 return result("apply_failed", applied=False, log=session.log)
             if not restore_test_files(session, task):
@@ -330,10 +391,26 @@ def grade_patch(
                 f"test_patch of {task.instance_id} does not apply to its base commit; fix the task"
             )
             return result("infra_error", applied=True, log=session.log, error=error)
-        tests = run_tests(session, task, harness, timeout)
+        record_path = new_record_path() if records_results(task, harness) else ""
+        tests = run_tests(session, task, harness, timeout, record_path)
         status, verdict = score_tests(task, harness, tests)
         error = f"tests ran past {timeout:.0f} s" if status == "timeout" else ""
-        return result(status, applied=True, log=session.log, verdict=verdict, error=error)
+        suspected = False
+        if status == "resolved" and record_path:
+            if problem := record_problem(task, read_record(runtime, record_path)):
+                log_suspected_forgery(task, problem)
+                status, error, suspected = "unresolved", f"suspected forgery: {problem}", True
+        return result(
+            status,
+            applied=True,
+            log=session.log,
+            verdict=verdict,
+            error=error,
+            suspected_forgery=suspected,
+        )
+    except PolicyLimitError as e:  # the patch's tests exhausted the container: a wrong answer
+        log = session.log if session is not None else ""
+        return result("unresolved", applied=True, log=log, error=str(e))
     except Exception as e:  # Docker or container failure: say so, never score it as a wrong answer.
         log = session.log if session is not None else ""
         return result("infra_error", applied=False, log=log, error=f"{type(e).__name__}: {e}")
@@ -343,6 +420,19 @@ def grade_patch(
                 runtime.close()
             except Exception:  # the result is already decided; a stuck container is reaped by label
                 pass
+
+
+def policy_limit_grade(task: Task, error: Exception) -> GradeResult:
+    """The grade of an episode whose patch could not be taken because it passed the patch cap
+    (runtime.PatchTooLargeError): 'patch_too_large', reward 0."""
+    return GradeResult(
+        instance_id=task.instance_id,
+        status="patch_too_large",
+        reward=0.0,
+        patch_successfully_applied=False,
+        resolved=False,
+        error=str(error),
+    )
 
 
 @dataclass(frozen=True)

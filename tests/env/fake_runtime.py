@@ -73,7 +73,9 @@ class ScriptedRuntime:
         self._check_running()
         return self.files[path]
 
-    def diff(self, base_commit: str, *, repo: str = TESTBED, timeout: float = 120.0) -> str:
+    def diff(
+        self, base_commit: str, *, repo: str = TESTBED, timeout: float = 120.0, max_bytes: int = 0
+    ) -> str:
         self._check_running()
         return self.patch
 

@@ -211,6 +211,9 @@ def test_patches_that_tamper_with_tests_are_graded_on_the_original_tests(
 ):
     patch = gaming_patch(name, tiny_files)
     result = grade_patch(tiny_task, patch, client=docker_client, run_label=run_label)
+    if name == "shadow_pytest":  # a module the environment provides: refused, not even applied
+        assert (result.status, result.reward) == ("patch_refused", 0.0), result
+        return
     assert result.patch_successfully_applied, result.test_log
     assert result.status == "unresolved", result.test_log
     assert result.tests_status["FAIL_TO_PASS"]["failure"] == list(tiny_task.FAIL_TO_PASS)
