@@ -14,7 +14,8 @@ plugin writes a JSON result record there when the session ends:
   {"outcomes": {node id: PASSED | FAILED | ERROR | XFAIL | XPASS | SKIPPED},
    "exitstatus": n, "replaced": [names of pytest functions or hooks swapped during the run]}
 
-The outcomes are what pytest's own reports said, not what was printed; a run whose code under
+The outcomes are what pytest's own reports said, not what was printed (an XFAIL only for a test
+marked xfail); a run whose code under
 test exits early, prints a summary of its own or leaves a process that prints later writes no
 record, or one that disagrees with the log. Leaves with os._exit (bound before the tests run),
 so nothing printed after pytest's summary (atexit handlers, threads) reaches the log.
@@ -49,6 +50,8 @@ WATCHED = (
     (_pytest.python.Function, "runtest"),
     (_pytest.python, "pytest_pyfunc_call"),
     (_pytest.skipping, "pytest_runtest_makereport"),
+    (_pytest.skipping, "evaluate_xfail_marks"),
+    (_pytest.skipping, "evaluate_skip_marks"),
     (_pytest.main, "pytest_runtestloop"),
 )
 REPORT_HOOKS = ("pytest_runtest_makereport", "pytest_runtest_logreport", "pytest_report_teststatus")
@@ -67,8 +70,12 @@ def _snapshot():
 
 
 def _status(report):
-    """The -rA summary word of one report (None for a passing setup or teardown)."""
+    """The -rA summary word of one report (None for a passing setup or teardown). An expected
+    failure counts only where the test carries an xfail mark: code under test calling
+    pytest.xfail() is a failure here."""
     xfail = hasattr(report, "wasxfail")
+    if xfail and "xfail" not in report.keywords:
+        return "FAILED"
     if report.when == "call":
         if report.passed:
             return "XPASS" if xfail else "PASSED"
