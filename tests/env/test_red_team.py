@@ -1,9 +1,10 @@
 """The red team: what a hostile policy can do with a patch or a command, tried for real (issue 25).
 
-Every attack must end in reward 0 (or a refusal, or a limit that scores 0 and is trained on),
+Of the 30 attacks, 20 were open on main (checked by running this file against main's code):
+the grading attacks not marked "held on main" below, the channel secret, both dodged grades
+and the four disk attacks. Every attack must end in reward 0 (or a refusal, or a limit that scores 0 and is trained on),
 never in a pass it did not earn and never in an infrastructure error that would mask the
-episode; the host keeps its disk and the pool keeps serving. Each test names its attack and
-says whether it succeeded on main before issue 25 ("open on main") or was already closed.
+episode; the host keeps its disk and the pool keeps serving.
 
 Grading attacks graft their code onto the tiny repository (`tiny_task`: `add` subtracts) and
 are graded by `grade_patch`; container attacks run in one episode environment (`Env`), or in a
@@ -279,7 +280,7 @@ GRADING_ATTACKS = {
     "module_forges_summary_and_exits": ("unresolved",),
     "module_replaces_test_call": ("unresolved",),
     "module_rewrites_reports": ("unresolved",),
-    "module_marks_failures_xfail": ("unresolved",),
+    "module_marks_failures_xfail": ("unresolved",),  # held on main
     "function_calls_pytest_xfail": ("unresolved",),
     "fork_prints_summary_after_the_run": ("unresolved",),
     "fork_rewrites_the_log": ("unresolved",),
