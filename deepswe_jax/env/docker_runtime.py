@@ -13,7 +13,7 @@ environment as unavailable.
 Containers have no network, memory/CPU/pids limits, a disk limit (`disk_limit`: Docker's
 `--storage-opt size=` where the storage driver supports it, else enforced by the tool server:
 see `DISK_LIMIT_MODES`; either way the host also measures the writable layer after every
-command and while one runs, `disk_usage`, and kills the container past the limit), and the
+command and while one runs, `disk_limits`, and kills the container past the limit), and the
 run and owner labels of `ownership` (plus deepswe.pid);
 containers still alive at interpreter exit or on SIGTERM are removed (`docker_api` removes the
 stale ones of dead creators).
@@ -38,7 +38,8 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from deepswe_jax.env import disk_usage
+from deepswe_jax.env import disk_limits
+from deepswe_jax.env.disk_limits import DISK_LIMIT_MODES
 from deepswe_jax.env.docker_api import remove_stale_containers, retry_transient
 from deepswe_jax.env.docker_channel import ServerChannel
 from deepswe_jax.env.hosts import default_client
@@ -61,16 +62,6 @@ PID_LABEL = "deepswe.pid"
 READY_TIMEOUT_S = 60.0
 # The largest file read_file takes from a container (one frame holds it).
 MAX_READ_BYTES = 64 << 20
-# How a container's disk use is limited:
-#   storage_opt  Docker's --storage-opt size=: the whole writable layer (overlay2 on xfs with
-#                pquota, btrfs, zfs); refused with a clear error elsewhere.
-#   tool_server  the tool server: no file past the limit (RLIMIT_FSIZE) and commands killed
-#                once the container has written more than the limit to disk (bytes written,
-#                not space held: deleting files does not give any back).
-#   auto         storage_opt where the engine supports it, else tool_server.
-DISK_LIMIT_MODES = ("auto", "storage_opt", "tool_server")
-# Docker engines (base URL) without --storage-opt size support, learned on first refusal.
-_NO_STORAGE_OPT: set[str] = set()
 
 
 def _container_name(run_label: str) -> str:
@@ -119,7 +110,6 @@ class DockerRuntime(ExecRuntime):
         # How the disk limit was applied: "storage_opt", "tool_server" or "" (none).
         self.disk_limit_applied = ""
         self._disk_limit_bytes = docker.utils.parse_bytes(disk_limit) if disk_limit else 0
-        self._upper_dir: str | None = None
         # Why the container was stopped for exhausting its disk or memory ("" while it was not).
         self._limit_error = ""
         self._client = client
@@ -170,8 +160,7 @@ class DockerRuntime(ExecRuntime):
             self._channel = ServerChannel(self.client.api, self._container.id, self._secret)
             retry_transient(self._container.start, f"starting {self.name}")
             self._channel.send_secret()
-            self._container.reload()
-            self._upper_dir = disk_usage.upper_dir(self._container)
+            self._container.reload()  # GraphDriver's paths, for disk_limits
             self._request({"op": "ping"}, deadline_s=READY_TIMEOUT_S)
         except BaseException:
             self.close()
@@ -180,35 +169,9 @@ class DockerRuntime(ExecRuntime):
 
     def _create(self) -> Any:
         """Creates the container with the disk limit of `disk_limit_mode`."""
-        endpoint = self.client.api.base_url
-        if self.disk_limit and self.disk_limit_mode != "tool_server":
-            if endpoint not in _NO_STORAGE_OPT:
-                try:
-                    container = self._create_with({"size": self.disk_limit}, [])
-                    self.disk_limit_applied = "storage_opt"
-                    return container
-                except docker.errors.APIError as error:
-                    if "storage-opt" not in str(error):
-                        raise
-                    _NO_STORAGE_OPT.add(endpoint)
-                    logger.info(
-                        "the Docker engine at %s cannot limit a container's writable layer "
-                        "(--storage-opt size= needs overlay2 on xfs with pquota, btrfs or zfs): "
-                        "the tool server enforces the %s disk limit",
-                        endpoint,
-                        self.disk_limit,
-                    )
-            if self.disk_limit_mode == "storage_opt":
-                raise ValueError(
-                    f"the Docker engine at {endpoint} does not support --storage-opt size= (it "
-                    "needs overlay2 on xfs with pquota, btrfs or zfs); set "
-                    "config.env.disk_limit_mode='auto' or 'tool_server'"
-                )
-        if not self.disk_limit:
-            return self._create_with(None, [])
-        limit = docker.utils.parse_bytes(self.disk_limit)
-        container = self._create_with(None, ["--disk-limit", str(limit)])
-        self.disk_limit_applied = "tool_server"
+        container, self.disk_limit_applied = disk_limits.create_with_disk_limit(
+            self._create_with, self.client.api.base_url, self.disk_limit, self.disk_limit_mode
+        )
         return container
 
     def _create_with(self, storage_opt: dict[str, str] | None, server_args: list[str]) -> Any:
@@ -278,11 +241,11 @@ class DockerRuntime(ExecRuntime):
 
     def _receive_watching_disk(self, deadline: float) -> dict[str, Any]:
         """The next frame; with a disk limit, the writable layer is measured every
-        disk_usage.POLL_S meanwhile (ResourceLimitError once past it)."""
+        disk_limits.POLL_S meanwhile (ResourceLimitError once past it)."""
         if not self._disk_limit_bytes:
             return self._channel.receive(deadline)
         while True:
-            poll_at = time.monotonic() + disk_usage.POLL_S
+            poll_at = time.monotonic() + disk_limits.POLL_S
             try:
                 return self._channel.receive(min(deadline, poll_at))
             except TimeoutError:
@@ -294,17 +257,11 @@ class DockerRuntime(ExecRuntime):
         """Kill the container when its writable layer holds more than the disk limit."""
         if not self._disk_limit_bytes:
             return
-        limit = self._disk_limit_bytes
-        if self._upper_dir is not None:
-            used = disk_usage.layer_bytes(self._upper_dir, stop_above=limit)
-        else:
-            used = disk_usage.docker_size_rw(self.client.api, self._container.id)
-        if used <= limit:
-            return
-        self._limit_error = (
-            f"{self.name} holds more than its disk limit of {self.disk_limit} ({used} bytes "
-            "or more, each file counted as at least 4 KiB); the container was stopped"
+        self._limit_error = disk_limits.over_limit(
+            self._container, self.client.api, self._disk_limit_bytes, self.disk_limit
         )
+        if not self._limit_error:
+            return
         self._drop_channel()
         try:
             self._container.kill()

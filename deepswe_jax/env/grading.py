@@ -40,19 +40,15 @@ Tests that exhaust the grading container's disk or memory (runtime.PolicyLimitEr
 
 from __future__ import annotations
 
-import functools
 import shlex
 import time
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
+from deepswe_jax.env.grade_result import GradeResult
 from deepswe_jax.env.harness import (
     RECORD_VARIABLE,
     Harness,
     PytestHarness,
-    TestsStatus,
     Verdict,
     empty_tests_status,
 )
@@ -81,16 +77,6 @@ from deepswe_jax.env.verdict_guards import (
 DEFAULT_TIMEOUT = 300.0
 # Memory limit of a Docker grading container (a runtime_factory's runtimes have its limits).
 GRADING_MEM_LIMIT = "2g"
-STATUSES = (
-    "resolved",
-    "unresolved",
-    "apply_failed",
-    "timeout",
-    "infra_error",
-    "empty_patch",
-    "patch_refused",
-    "patch_too_large",
-)
 PATCH_FILE = "/tmp/deepswe_model.patch"
 TEST_PATCH_FILE = "/tmp/deepswe_test.patch"
 PROTECTED_LIST_FILE = "/tmp/deepswe_protected_paths"
@@ -108,64 +94,6 @@ RESTORE_CMD = (
 STATUS_MARK = "--deepswe-status-before--"
 STATUS_SEPARATOR = f"\0{STATUS_MARK}\0"
 CHANGES_CMD = f"{GIT_STATUS_CMD} && printf '\\0{STATUS_MARK}\\0' && cat {STATUS_BEFORE_FILE}"
-
-
-@dataclass(frozen=True)
-class GradeResult:
-    """Outcome of grading one patch.
-
-    status: 'resolved' | 'unresolved' | 'apply_failed' | 'timeout' | 'infra_error' | 'empty_patch'
-      | 'patch_refused' | 'patch_too_large'.
-    tests_status: SWE-bench layout {FAIL_TO_PASS: {success: [...], failure: [...]}, PASS_TO_PASS, ...};
-      in R2E-Gym mode PASS_TO_PASS lists the expected tests whose status matched / did not.
-    test_log: combined output of the grading commands (patch application and test run).
-    error: what went wrong, for 'infra_error' and 'timeout'.
-    report: the benchmark's own report.json entry of the test log when its harness made one
-      (swebench's get_eval_report for SWE-bench rows).
-    suspected_forgery: the log said resolved and the result record did not (status
-      'unresolved', reward 0; `to_report` keeps the log's verdict, SWE-bench's semantics).
-    """
-
-    instance_id: str
-    status: str
-    reward: float
-    patch_successfully_applied: bool
-    resolved: bool
-    tests_status: TestsStatus = field(default_factory=empty_tests_status)
-    test_log: str = ""
-    duration_s: float = 0.0
-    patch_exists: bool = True
-    patch_is_none: bool = False
-    error: str = ""
-    report: dict | None = None
-    suspected_forgery: bool = False
-
-    def __post_init__(self):
-        if self.status not in STATUSES:
-            raise ValueError(f"unknown grading status {self.status!r}; expected one of {STATUSES}")
-
-    @property
-    def infra_error(self) -> bool:
-        """True when grading failed for reasons that say nothing about the patch."""
-        return self.status == "infra_error"
-
-    def to_report(self) -> dict[str, dict[str, Any]]:
-        """SWE-bench per-instance report.json (swebench's get_eval_report fields):
-        {instance_id: {patch_is_None, patch_exists, patch_successfully_applied, resolved,
-        infra_failure[, tests_status]}}; tests_status only when the tests ran and were scored
-        (not for an empty, unapplied or timed-out patch). A harness's own report is used as is."""
-        if self.report is not None:
-            return {self.instance_id: self.report}
-        entry: dict[str, Any] = {
-            "patch_is_None": self.patch_is_none,
-            "patch_exists": self.patch_exists,
-            "patch_successfully_applied": self.patch_successfully_applied,
-            "resolved": self.resolved or self.suspected_forgery,
-            "infra_failure": self.infra_error,
-        }
-        if self.status in ("resolved", "unresolved"):
-            entry["tests_status"] = self.tests_status
-        return {self.instance_id: entry}
 
 
 def harness_for(task: Task) -> Harness:
@@ -420,98 +348,3 @@ def grade_patch(
                 runtime.close()
             except Exception:  # the result is already decided; a stuck container is reaped by label
                 pass
-
-
-def policy_limit_grade(task: Task, error: Exception) -> GradeResult:
-    """The grade of an episode whose patch could not be taken because it passed the patch cap
-    (runtime.PatchTooLargeError): 'patch_too_large', reward 0."""
-    return GradeResult(
-        instance_id=task.instance_id,
-        status="patch_too_large",
-        reward=0.0,
-        patch_successfully_applied=False,
-        resolved=False,
-        error=str(error),
-    )
-
-
-@dataclass(frozen=True)
-class TaskCheck:
-    """A task's self-check: the gold patch must resolve it, the empty patch must not."""
-
-    instance_id: str
-    gold: GradeResult
-    empty: GradeResult
-
-    @property
-    def ok(self) -> bool:
-        return self.gold.resolved and self.empty.status == "unresolved"
-
-    def problem(self) -> str:
-        """Why the check failed, in one line ("" when it passed)."""
-        if self.gold.infra_error or self.empty.infra_error:
-            return f"infra error: {self.gold.error or self.empty.error}"
-        if not self.gold.resolved:
-            failing = (
-                self.gold.tests_status["FAIL_TO_PASS"]["failure"]
-                + self.gold.tests_status["PASS_TO_PASS"]["failure"]
-            )
-            return f"gold patch {self.gold.status}: failing {failing[:3]}"
-        if self.empty.status != "unresolved":
-            return f"empty patch {self.empty.status}: FAIL_TO_PASS tests pass without a fix"
-        return ""
-
-
-def check_task(
-    task: Task,
-    *,
-    client: Any = None,
-    runtime_factory: RuntimeFactory | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
-    run_label: str = "validate",
-) -> TaskCheck:
-    """Grade the gold patch and the empty patch of `task` (its image must exist), in Docker on
-    `client`'s engine or in runtimes of `runtime_factory` (see grade_patch)."""
-    grading = dict(
-        client=client, runtime_factory=runtime_factory, timeout=timeout, run_label=run_label
-    )
-    gold = grade_patch(task, task.patch, **grading)
-    empty = grade_patch(task, "", skip_empty=False, **grading)
-    return TaskCheck(task.instance_id, gold, empty)
-
-
-def check_tasks(
-    tasks: Iterable[Task],
-    *,
-    client: Any = None,
-    runtime_factory: RuntimeFactory | None = None,
-    workers: int = 2,
-    timeout: float = DEFAULT_TIMEOUT,
-    run_label: str = "validate",
-) -> list[TaskCheck]:
-    """`check_task` for every task on a small thread pool; results in task order."""
-    check = functools.partial(
-        check_task,
-        client=client,
-        runtime_factory=runtime_factory,
-        timeout=timeout,
-        run_label=run_label,
-    )
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(check, tasks))
-
-
-def format_checks(checks: Iterable[TaskCheck]) -> str:
-    """A text table: instance id, gold status, empty status, seconds, verdict."""
-    rows = [("instance_id", "gold", "empty", "seconds", "check")]
-    for check in checks:
-        seconds = f"{check.gold.duration_s + check.empty.duration_s:.1f}"
-        verdict = "ok" if check.ok else f"FAIL ({check.problem()})"
-        rows.append((check.instance_id, check.gold.status, check.empty.status, seconds, verdict))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True))
-        + "  "
-        + row[4]
-        for row in rows
-    )

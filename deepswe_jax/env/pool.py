@@ -131,7 +131,7 @@ class EnvPool:
         mem_limit, nano_cpus, pids_limit: limits of the Docker containers of episodes
           (gradings get grading.GRADING_MEM_LIMIT).
         disk_limit, disk_limit_mode: what Docker containers, of episodes and gradings, may write
-          to disk and how that is enforced (docker_runtime.DISK_LIMIT_MODES).
+          to disk and how that is enforced (disk_limits.DISK_LIMIT_MODES).
         episode_attempts: how often `run_with_retries` runs an episode at most.
         host_wait_timeout: seconds a start waits while no Docker host answers, then fails.
         max_patch_bytes: the largest patch an episode may produce or have graded (larger:
