@@ -36,20 +36,21 @@ from deepswe_jax.env.tasks import Task
 
 logger = logging.getLogger(__name__)
 
-# Prints {"names": importable top-level names, "roots": {sys.path folder under /testbed,
-# relative: its entries}} for the python the tests run with.
+# Prints {"names": importable top-level names, "roots": {sys.path folder of the repository
+# (under /testbed, not a site-packages), relative: its entries}} for the tests' python.
 ENVIRONMENT_PROBE = r"""
 import json, os, pkgutil, sys
 testbed = os.path.realpath(os.getcwd())
-def under(p):
-    p = os.path.realpath(p or testbed)
-    return p == testbed or p.startswith(testbed + os.sep)
-outside = [p for p in sys.path if p and not under(p)]
+def repository(p):
+    real = os.path.realpath(p or testbed)
+    inside = real == testbed or real.startswith(testbed + os.sep)
+    return inside and "site-packages" not in real and "dist-packages" not in real
+environment = [p for p in sys.path if p and not repository(p)]
 names = set(sys.builtin_module_names) | set(getattr(sys, "stdlib_module_names", ()))
-names |= {m.name for m in pkgutil.iter_modules(outside)}
+names |= {m.name for m in pkgutil.iter_modules(environment)}
 roots = {}
 for p in sys.path:
-    if under(p) and os.path.isdir(p or testbed):
+    if repository(p) and os.path.isdir(p or testbed):
         rel = os.path.relpath(os.path.realpath(p or testbed), testbed)
         roots["" if rel == "." else rel] = sorted(os.listdir(p or testbed))
 print(json.dumps({"names": sorted(names), "roots": roots}))
