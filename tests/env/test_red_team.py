@@ -1,10 +1,10 @@
 """The red team: what a hostile policy can do with a patch or a command, tried for real (issue 25).
 
-Of the 30 attacks, 20 were open on main (checked by running this file against main's code):
+Of the 29 attacks, 20 were open on main (checked by running this file against main's code):
 the grading attacks not marked "held on main" below, the channel secret, both dodged grades
-and the four disk attacks. Every attack must end in reward 0 (or a refusal, or a limit that scores 0 and is trained on),
-never in a pass it did not earn and never in an infrastructure error that would mask the
-episode; the host keeps its disk and the pool keeps serving.
+and the four disk attacks. Every attack must end in reward 0 (or a refusal, or a limit that
+scores 0 and is trained on), never in a pass it did not earn and never in an infrastructure
+error that would mask the episode; the host keeps its disk and the pool keeps serving.
 
 Grading attacks graft their code onto the tiny repository (`tiny_task`: `add` subtracts) and
 are graded by `grade_patch`; container attacks run in one episode environment (`Env`), or in a

@@ -280,7 +280,11 @@ def build_fallocate_filter():
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
 
     filters = (SockFilter * len(program))(*[SockFilter(*op) for op in program])
-    _fallocate_filter = (ctypes.CDLL(None, use_errno=True), SockFprog(len(program), filters), filters)
+    _fallocate_filter = (
+        ctypes.CDLL(None, use_errno=True),
+        SockFprog(len(program), filters),
+        filters,
+    )
 
 
 def deny_fallocate():
