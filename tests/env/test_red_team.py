@@ -310,7 +310,7 @@ def test_grading_attack_scores_zero(name, tiny_task, tiny_files, docker_client, 
     else:
         files = attack_files(name, tiny_files)
         patch = "".join(unified_diff(p, tiny_files.get(p), text) for p, text in files.items())
-    timeout = 20 if name == "sleep_past_the_timeout" else 120
+    timeout = 5 if name == "sleep_past_the_timeout" else 120
     result = grade_patch(
         tiny_task, patch, client=docker_client, run_label=run_label, timeout=timeout
     )
