@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from deepswe_jax.env.harness import PASSING, PytestHarness
+from deepswe_jax.env.harness import PASSING, Harness, PytestHarness
 from deepswe_jax.env.layouts import LAYOUTS
 from deepswe_jax.env.patches import touched_paths
 from deepswe_jax.env.runtime import TESTBED, Runtime
@@ -129,7 +129,7 @@ def refused_paths(patch: str, environment: Environment) -> list[str]:
     return refused
 
 
-def records_results(task: Task, harness: object) -> bool:
+def records_results(task: Task, harness: Harness) -> bool:
     """Whether the harness's test command is our pytest entry, which writes a result record."""
     return isinstance(harness, PytestHarness) and not task.test_cmd
 
