@@ -205,11 +205,14 @@ def get_config() -> ml_collections.ConfigDict:
             # how: 'auto' | 'storage_opt' (--storage-opt size=: the whole writable layer; needs
             # overlay2 on xfs with pquota, btrfs or zfs) | 'tool_server' (no file past the
             # limit, commands stopped once the container wrote more; see
-            # env/docker_runtime.DISK_LIMIT_MODES). 'auto': storage_opt where the engine has it.
+            # env/disk_limits.DISK_LIMIT_MODES). 'auto': storage_opt where the engine has it.
             # Size it so max_envs containers fit the Docker host's disk. Pods:
             # env.kubernetes.ephemeral_storage.
             disk_limit="10g",
             disk_limit_mode="auto",  # see disk_limit
+            # The largest patch an episode may produce (bytes of the changed files, and of the
+            # patch): a larger one is graded 'patch_too_large', reward 0, trained on.
+            max_patch_bytes=4 << 20,
             # Where episodes, grading and execution checks run: 'docker' | 'kubernetes'.
             backend="docker",
             # Docker endpoints (unix://, tcp://, ssh://); empty: the local engine.

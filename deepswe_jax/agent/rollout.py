@@ -16,7 +16,11 @@ interface (`EpisodeSettings.interface`: ours, or R2E-Gym's byte for byte; `agent
 Stops: finished (the agent called finish), max_steps, max_context (the token
 budget: agent.max_context tokens after the prompt, assistant and observation
 tokens together), timeout (agent.trajectory_timeout seconds for the whole
-interaction) and env_error (the container failed: no grading, infra_error).
+interaction), env_error (the container failed: no grading, infra_error) and limit_exceeded
+(the episode's processes exhausted its container's disk or memory: no grading, reward 0,
+trained on). Only failures the policy cannot cause are infrastructure errors: a limit of the
+episode's own container it ran into (runtime.PolicyLimitError) is a wrong answer, and a patch
+over env.max_patch_bytes is graded `patch_too_large` (reward 0).
 The reward is the grade's reward for finished episodes and 0.0 otherwise;
 the grade of every graded episode is kept in `Trajectory.grade`. The
 per-command limit (agent.step_timeout) belongs to the pool:
@@ -40,6 +44,8 @@ import tqdm
 from deepswe_jax.agent.chat import ChatTokenizer, ConversationTokens, Message
 from deepswe_jax.agent.interface import AgentInterface, DeepSweJaxInterface, Progress
 from deepswe_jax.agent.trajectory import StopReason, Trajectory, write_trajectories
+from deepswe_jax.env.grade_result import policy_limit_grade
+from deepswe_jax.env.runtime import PatchTooLargeError, PolicyLimitError
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.sampling.base import GenerateRequest, Sampler, SamplingParams
 
@@ -94,6 +100,7 @@ class _EpisodeState:
     steps: list[dict] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     env_error: str | None = None
+    limit_error: PolicyLimitError | None = None
 
     def add_time(self, name: str, seconds: float) -> None:
         self.timings[name] = self.timings.get(name, 0.0) + seconds
@@ -139,11 +146,15 @@ async def run_episode(
                     )
                 except asyncio.TimeoutError:
                     state.stop_reason = StopReason.timeout
-                if state.env_error is None:
+                if state.env_error is None and state.limit_error is None:
                     patch = await _timed(state, "patch_s", env.patch()) or ""
             if state.env_error is not None:
                 state.stop_reason = StopReason.env_error
-        if state.env_error is None:
+        if isinstance(state.limit_error, PatchTooLargeError):
+            grade = policy_limit_grade(task, state.limit_error)
+        elif state.limit_error is not None:
+            state.stop_reason = StopReason.limit_exceeded
+        elif state.env_error is None:
             grade = await _timed(
                 state, "grading_s", env_pool.grade(task, patch, timeout=settings.reward_timeout)
             )
@@ -151,6 +162,8 @@ async def run_episode(
     reward = grade.reward if grade is not None and state.stop_reason is StopReason.finished else 0.0
     state.timings["total_s"] = time.perf_counter() - started
     steps = state.steps + ([{"env_error": state.env_error}] if state.env_error else [])
+    if state.limit_error is not None:
+        steps.append({"limit_exceeded": str(state.limit_error)})
     tokens = state.tokens
     return Trajectory(
         task_id=task.instance_id,
@@ -174,12 +187,17 @@ async def run_episode(
 async def _timed(state: _EpisodeState, name: str, awaitable: Awaitable[Any]) -> Any:
     """Awaits a container or grader operation, adding its time to `state.timings[name]`.
 
-    A failure (any exception but cancellation) is an infrastructure error: it is
-    logged, recorded in `state.env_error` and None is returned.
+    A limit of the episode's own container (PolicyLimitError) is recorded in
+    `state.limit_error`; any other failure (but cancellation) is an infrastructure error: it
+    is logged, recorded in `state.env_error`. Either way None is returned.
     """
     started = time.perf_counter()
     try:
         return await awaitable
+    except PolicyLimitError as error:
+        logger.info("episode ran into its container's limits: %s", error)
+        state.limit_error = state.limit_error or error
+        return None
     except Exception as error:
         operation = name.removesuffix("_s")
         logger.warning("environment failure during %s: %r", operation, error)
@@ -202,6 +220,9 @@ async def _interact(
     await _timed(state, "tool_s", interface.prepare(env))
     if state.env_error is not None:
         state.stop_reason = StopReason.env_error
+        return
+    if state.limit_error is not None:
+        state.stop_reason = StopReason.limit_exceeded
         return
     for step_index in range(settings.max_steps):
         budget_left = settings.max_context - tokens.num_response_tokens
@@ -250,6 +271,10 @@ async def _interact(
                 state.env_error = f"step {step_index}: {result.observation}"
             if state.env_error is not None:
                 state.stop_reason = StopReason.env_error
+                return
+            if state.limit_error is not None:
+                step["limit_exceeded"] = str(state.limit_error)
+                state.stop_reason = StopReason.limit_exceeded
                 return
             step["exit_code"] = result.exit_code
             if result.done:

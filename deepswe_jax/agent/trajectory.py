@@ -25,6 +25,8 @@ class StopReason(str, enum.Enum):
     finished: the agent called finish. max_steps / max_context: the step or
     token budget ran out. timeout: the whole-episode wall-clock limit passed.
     env_error: the container failed (an infrastructure error, not a wrong answer).
+    limit_exceeded: the episode's own processes exhausted its container's disk or memory
+      (runtime.ResourceLimitError): the policy's doing, so reward 0 and trained on.
     """
 
     finished = "finished"
@@ -32,6 +34,7 @@ class StopReason(str, enum.Enum):
     max_context = "max_context"
     timeout = "timeout"
     env_error = "env_error"
+    limit_exceeded = "limit_exceeded"
 
     @property
     def compact_filtered(self) -> bool:

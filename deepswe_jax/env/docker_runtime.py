@@ -12,7 +12,9 @@ environment as unavailable.
 
 Containers have no network, memory/CPU/pids limits, a disk limit (`disk_limit`: Docker's
 `--storage-opt size=` where the storage driver supports it, else enforced by the tool server:
-see `DISK_LIMIT_MODES`), and the run and owner labels of `ownership` (plus deepswe.pid);
+see `DISK_LIMIT_MODES`; either way the host also measures the writable layer after every
+command and while one runs, `disk_limits`, and kills the container past the limit), and the
+run and owner labels of `ownership` (plus deepswe.pid);
 containers still alive at interpreter exit or on SIGTERM are removed (`docker_api` removes the
 stale ones of dead creators).
 """
@@ -36,6 +38,8 @@ import docker
 import docker.errors
 import requests.exceptions
 
+from deepswe_jax.env import disk_limits
+from deepswe_jax.env.disk_limits import DISK_LIMIT_MODES
 from deepswe_jax.env.docker_api import remove_stale_containers, retry_transient
 from deepswe_jax.env.docker_channel import ServerChannel
 from deepswe_jax.env.hosts import default_client
@@ -48,6 +52,7 @@ from deepswe_jax.env.runtime import (
     ExecResult,
     ExecRuntime,
     MissingImageError,
+    ResourceLimitError,
 )
 from deepswe_jax.env.tools import install_archive, server_command
 
@@ -55,16 +60,8 @@ logger = logging.getLogger(__name__)
 
 PID_LABEL = "deepswe.pid"
 READY_TIMEOUT_S = 60.0
-# How a container's disk use is limited:
-#   storage_opt  Docker's --storage-opt size=: the whole writable layer (overlay2 on xfs with
-#                pquota, btrfs, zfs); refused with a clear error elsewhere.
-#   tool_server  the tool server: no file past the limit (RLIMIT_FSIZE) and commands killed
-#                once the container has written more than the limit to disk (bytes written,
-#                not space held: deleting files does not give any back).
-#   auto         storage_opt where the engine supports it, else tool_server.
-DISK_LIMIT_MODES = ("auto", "storage_opt", "tool_server")
-# Docker engines (base URL) without --storage-opt size support, learned on first refusal.
-_NO_STORAGE_OPT: set[str] = set()
+# The largest file read_file takes from a container (one frame holds it).
+MAX_READ_BYTES = 64 << 20
 
 
 def _container_name(run_label: str) -> str:
@@ -112,6 +109,9 @@ class DockerRuntime(ExecRuntime):
         self.disk_limit_mode = disk_limit_mode
         # How the disk limit was applied: "storage_opt", "tool_server" or "" (none).
         self.disk_limit_applied = ""
+        self._disk_limit_bytes = docker.utils.parse_bytes(disk_limit) if disk_limit else 0
+        # Why the container was stopped for exhausting its disk or memory ("" while it was not).
+        self._limit_error = ""
         self._client = client
         self._container = None
         self._channel: ServerChannel | None = None
@@ -160,6 +160,7 @@ class DockerRuntime(ExecRuntime):
             self._channel = ServerChannel(self.client.api, self._container.id, self._secret)
             retry_transient(self._container.start, f"starting {self.name}")
             self._channel.send_secret()
+            self._container.reload()  # GraphDriver's paths, for disk_limits
             self._request({"op": "ping"}, deadline_s=READY_TIMEOUT_S)
         except BaseException:
             self.close()
@@ -168,35 +169,9 @@ class DockerRuntime(ExecRuntime):
 
     def _create(self) -> Any:
         """Creates the container with the disk limit of `disk_limit_mode`."""
-        endpoint = self.client.api.base_url
-        if self.disk_limit and self.disk_limit_mode != "tool_server":
-            if endpoint not in _NO_STORAGE_OPT:
-                try:
-                    container = self._create_with({"size": self.disk_limit}, [])
-                    self.disk_limit_applied = "storage_opt"
-                    return container
-                except docker.errors.APIError as error:
-                    if "storage-opt" not in str(error):
-                        raise
-                    _NO_STORAGE_OPT.add(endpoint)
-                    logger.info(
-                        "the Docker engine at %s cannot limit a container's writable layer "
-                        "(--storage-opt size= needs overlay2 on xfs with pquota, btrfs or zfs): "
-                        "the tool server enforces the %s disk limit",
-                        endpoint,
-                        self.disk_limit,
-                    )
-            if self.disk_limit_mode == "storage_opt":
-                raise ValueError(
-                    f"the Docker engine at {endpoint} does not support --storage-opt size= (it "
-                    "needs overlay2 on xfs with pquota, btrfs or zfs); set "
-                    "config.env.disk_limit_mode='auto' or 'tool_server'"
-                )
-        if not self.disk_limit:
-            return self._create_with(None, [])
-        limit = docker.utils.parse_bytes(self.disk_limit)
-        container = self._create_with(None, ["--disk-limit", str(limit)])
-        self.disk_limit_applied = "tool_server"
+        container, self.disk_limit_applied = disk_limits.create_with_disk_limit(
+            self._create_with, self.client.api.base_url, self.disk_limit, self.disk_limit_mode
+        )
         return container
 
     def _create_with(self, storage_opt: dict[str, str] | None, server_args: list[str]) -> Any:
@@ -230,6 +205,8 @@ class DockerRuntime(ExecRuntime):
 
     def _request(self, message: dict[str, Any], *, deadline_s: float) -> dict[str, Any]:
         with self._lock:
+            if self._limit_error:
+                raise ResourceLimitError(self._limit_error)
             if self._closed or self._container is None:
                 raise EnvironmentUnavailableError(f"container {self.name} is not running")
             if self._channel is None:
@@ -239,8 +216,9 @@ class DockerRuntime(ExecRuntime):
             try:
                 self._channel.send({**message, "id": request_id})
                 while True:
-                    response = self._channel.receive(deadline)
+                    response = self._receive_watching_disk(deadline)
                     if response.get("id") == request_id:
+                        self._check_disk()
                         return response
             except TimeoutError:
                 self._drop_channel()
@@ -250,10 +228,55 @@ class DockerRuntime(ExecRuntime):
             except (EOFError, OSError, ValueError) as e:
                 stderr = self._channel.stderr_tail.decode(errors="replace") if self._channel else ""
                 self._drop_channel()
+                if self._oom_killed():
+                    self._limit_error = (
+                        f"the processes of {self.name} exhausted its memory limit "
+                        f"({self.mem_limit}) and it stopped"
+                    )
+                    raise ResourceLimitError(self._limit_error) from None
                 raise EnvironmentUnavailableError(
                     f"lost the tool server of {self.name} ({e}); {self._describe_state()}"
                     + (f"; server stderr: {stderr}" if stderr else "")
                 ) from None
+
+    def _receive_watching_disk(self, deadline: float) -> dict[str, Any]:
+        """The next frame; with a disk limit, the writable layer is measured every
+        disk_limits.POLL_S meanwhile (ResourceLimitError once past it)."""
+        if not self._disk_limit_bytes:
+            return self._channel.receive(deadline)
+        while True:
+            poll_at = time.monotonic() + disk_limits.POLL_S
+            try:
+                return self._channel.receive(min(deadline, poll_at))
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
+            self._check_disk()
+
+    def _check_disk(self) -> None:
+        """Kill the container when its writable layer holds more than the disk limit."""
+        if not self._disk_limit_bytes:
+            return
+        self._limit_error = disk_limits.over_limit(
+            self._container, self.client.api, self._disk_limit_bytes, self.disk_limit
+        )
+        if not self._limit_error:
+            return
+        self._drop_channel()
+        try:
+            self._container.kill()
+        except docker.errors.APIError:
+            pass  # already stopped; close() removes it
+        raise ResourceLimitError(self._limit_error)
+
+    def _oom_killed(self) -> bool:
+        """Whether the container stopped because its memory limit was reached."""
+        try:
+            self._container.reload()
+        except (docker.errors.APIError, requests.exceptions.RequestException):
+            return False
+        state = self._container.attrs.get("State", {})
+        return bool(state.get("OOMKilled")) and not state.get("Running")
 
     def _drop_channel(self) -> None:
         if self._channel is not None:
@@ -311,9 +334,11 @@ class DockerRuntime(ExecRuntime):
         )
         _raise_file_error(response, path)
 
-    def read_file(self, path: str) -> bytes:
-        """The bytes of absolute `path` in the container; raises FileNotFoundError etc."""
-        response = self._request({"op": "read", "path": path}, deadline_s=SERVER_GRACE_S * 2)
+    def read_file(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> bytes:
+        """The bytes of the regular file at absolute `path` in the container (a link, FIFO or
+        device is refused); raises FileNotFoundError etc., OSError(EFBIG) past `max_bytes`."""
+        request = {"op": "read", "path": path, "max_bytes": max_bytes}
+        response = self._request(request, deadline_s=SERVER_GRACE_S * 2)
         _raise_file_error(response, path)
         return base64.b64decode(response["data"])
 

@@ -12,7 +12,13 @@ from typing import TypeVar
 
 from deepswe_jax.env import observation
 from deepswe_jax.env.protocols import StepResult
-from deepswe_jax.env.runtime import EnvironmentUnavailableError, ExecResult, GitDiffError, Runtime
+from deepswe_jax.env.runtime import (
+    DEFAULT_MAX_PATCH_BYTES,
+    EnvironmentUnavailableError,
+    ExecResult,
+    GitDiffError,
+    Runtime,
+)
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.env.tools import FINISH_TOOLS, TOOL_SCRIPTS
 
@@ -37,6 +43,7 @@ class Env:
         *,
         site: object,
         on_failure: Callable[[str], Awaitable[None]],
+        max_patch_bytes: int = DEFAULT_MAX_PATCH_BYTES,
     ):
         self.task = task
         self.runtime = runtime
@@ -44,6 +51,7 @@ class Env:
         self.site = site
         self._run_in_thread = run_in_thread
         self._on_failure = on_failure
+        self.max_patch_bytes = max_patch_bytes
         self.failure: str | None = None
 
     async def step(self, tool: str, params: Mapping[str, object]) -> StepResult:
@@ -102,11 +110,14 @@ class Env:
 
     async def patch(self) -> str:
         """The agent's changes to /testbed since the task's base commit ("" if the agent
-        destroyed the repository). Raises EnvironmentUnavailableError if the container died."""
+        destroyed the repository). Raises EnvironmentUnavailableError if the container died,
+        runtime.PatchTooLargeError past `max_patch_bytes` (a wrong answer, not a failure)."""
         if self.failure is not None:
             raise EnvironmentUnavailableError(self.failure)
         try:
-            return await self._run_in_thread(lambda: self.runtime.diff(self.task.base_commit))
+            return await self._run_in_thread(
+                lambda: self.runtime.diff(self.task.base_commit, max_bytes=self.max_patch_bytes)
+            )
         except GitDiffError as e:
             logger.warning("no patch for %s: %s", self.task.instance_id, e)
             return ""

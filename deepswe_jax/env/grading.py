@@ -1,6 +1,9 @@
 """Grade a patch by running the task's tests in a fresh runtime (SWE-bench semantics).
 
-`grade_patch` runs these steps, each a function of its own, in a new runtime from
+`grade_patch` refuses a patch larger than `max_patch_bytes` (status `patch_too_large`) or one
+that adds a module in place of one the image's environment provides, a .pth file or package
+metadata (status `patch_refused`, `verdict_guards`); both score 0 and are not infrastructure
+errors. It then runs these steps, each a function of its own, in a new runtime from
 `task.image` (never the agent's container):
 
 1. `apply_patch`: `git apply`, falling back to `patch --batch --fuzz=5 -p1`;
@@ -22,30 +25,30 @@
 5. `score_tests`: 'timeout' past the limit, else the harness's verdict on the output
    (pytest's `-rA` summary: PASSED / XFAIL pass; FAILED / ERROR / XPASS / missing fail;
    swebench's parser and report for SWE-bench rows; R2E-Gym's status map for R2E-Gym rows).
+   Where the test command is our pytest entry, a log that says resolved must agree with the
+   run's result record (`verdict_guards`), else the status is 'unresolved' with
+   `suspected_forgery` set (the report.json keeps the log's verdict, as SWE-bench has it).
 
 The runtime is made by `runtime_factory` (the EnvPool's backend, e.g. a
 `k8s_runtime.K8sPodFactory`), or is a DockerRuntime on the local engine (or `client`'s).
 
 Resolved = every FAIL_TO_PASS and PASS_TO_PASS test passes; for R2E-Gym tasks
 (`expected_output_json`), the parsed status map must equal it exactly.
-Not prevented: library code that monkeypatches pytest internals when the tests
-import it (the tests run in the same process as the code under test).
+Tests that exhaust the grading container's disk or memory (runtime.PolicyLimitError) score
+'unresolved': only failures the patch cannot cause are 'infra_error'.
 """
 
 from __future__ import annotations
 
-import functools
 import shlex
 import time
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
+from deepswe_jax.env.grade_result import GradeResult
 from deepswe_jax.env.harness import (
+    RECORD_VARIABLE,
     Harness,
     PytestHarness,
-    TestsStatus,
     Verdict,
     empty_tests_status,
 )
@@ -53,13 +56,27 @@ from deepswe_jax.env.harness_r2egym import R2EHarness
 from deepswe_jax.env.harness_swebench import SwebenchHarness
 from deepswe_jax.env.layouts import LAYOUTS
 from deepswe_jax.env.patches import is_protected, protected_paths, without_paths
-from deepswe_jax.env.runtime import ExecResult, Runtime, RuntimeFactory
+from deepswe_jax.env.runtime import (
+    DEFAULT_MAX_PATCH_BYTES,
+    ExecResult,
+    PolicyLimitError,
+    Runtime,
+    RuntimeFactory,
+)
 from deepswe_jax.env.tasks import Task
+from deepswe_jax.env.verdict_guards import (
+    environment_of,
+    log_suspected_forgery,
+    new_record_path,
+    read_record,
+    record_problem,
+    records_results,
+    refused_paths,
+)
 
 DEFAULT_TIMEOUT = 300.0
 # Memory limit of a Docker grading container (a runtime_factory's runtimes have its limits).
 GRADING_MEM_LIMIT = "2g"
-STATUSES = ("resolved", "unresolved", "apply_failed", "timeout", "infra_error", "empty_patch")
 PATCH_FILE = "/tmp/deepswe_model.patch"
 TEST_PATCH_FILE = "/tmp/deepswe_test.patch"
 PROTECTED_LIST_FILE = "/tmp/deepswe_protected_paths"
@@ -77,60 +94,6 @@ RESTORE_CMD = (
 STATUS_MARK = "--deepswe-status-before--"
 STATUS_SEPARATOR = f"\0{STATUS_MARK}\0"
 CHANGES_CMD = f"{GIT_STATUS_CMD} && printf '\\0{STATUS_MARK}\\0' && cat {STATUS_BEFORE_FILE}"
-
-
-@dataclass(frozen=True)
-class GradeResult:
-    """Outcome of grading one patch.
-
-    status: 'resolved' | 'unresolved' | 'apply_failed' | 'timeout' | 'infra_error' | 'empty_patch'.
-    tests_status: SWE-bench layout {FAIL_TO_PASS: {success: [...], failure: [...]}, PASS_TO_PASS, ...};
-      in R2E-Gym mode PASS_TO_PASS lists the expected tests whose status matched / did not.
-    test_log: combined output of the grading commands (patch application and test run).
-    error: what went wrong, for 'infra_error' and 'timeout'.
-    report: the benchmark's own report.json entry of the test log when its harness made one
-      (swebench's get_eval_report for SWE-bench rows).
-    """
-
-    instance_id: str
-    status: str
-    reward: float
-    patch_successfully_applied: bool
-    resolved: bool
-    tests_status: TestsStatus = field(default_factory=empty_tests_status)
-    test_log: str = ""
-    duration_s: float = 0.0
-    patch_exists: bool = True
-    patch_is_none: bool = False
-    error: str = ""
-    report: dict | None = None
-
-    def __post_init__(self):
-        if self.status not in STATUSES:
-            raise ValueError(f"unknown grading status {self.status!r}; expected one of {STATUSES}")
-
-    @property
-    def infra_error(self) -> bool:
-        """True when grading failed for reasons that say nothing about the patch."""
-        return self.status == "infra_error"
-
-    def to_report(self) -> dict[str, dict[str, Any]]:
-        """SWE-bench per-instance report.json (swebench's get_eval_report fields):
-        {instance_id: {patch_is_None, patch_exists, patch_successfully_applied, resolved,
-        infra_failure[, tests_status]}}; tests_status only when the tests ran and were scored
-        (not for an empty, unapplied or timed-out patch). A harness's own report is used as is."""
-        if self.report is not None:
-            return {self.instance_id: self.report}
-        entry: dict[str, Any] = {
-            "patch_is_None": self.patch_is_none,
-            "patch_exists": self.patch_exists,
-            "patch_successfully_applied": self.patch_successfully_applied,
-            "resolved": self.resolved,
-            "infra_failure": self.infra_error,
-        }
-        if self.status in ("resolved", "unresolved"):
-            entry["tests_status"] = self.tests_status
-        return {self.instance_id: entry}
 
 
 def harness_for(task: Task) -> Harness:
@@ -213,12 +176,16 @@ def apply_test_patch(session: GradingSession, task: Task) -> bool:
     return session.run(f"git apply --verbose {TEST_PATCH_FILE}").exit_code == 0
 
 
-def run_tests(session: GradingSession, task: Task, harness: Harness, timeout: float) -> ExecResult:
+def run_tests(
+    session: GradingSession, task: Task, harness: Harness, timeout: float, record_path: str = ""
+) -> ExecResult:
     """Step 4: the harness's test command, ended by `timeout -k 5` after `timeout` seconds
-    (exit code 124; the runtime itself gives up 30 s later)."""
+    (exit code 124; the runtime itself gives up 30 s later); our pytest entry writes its
+    result record at `record_path` when given."""
     test_cmd = harness.command(task)
+    record = f"{RECORD_VARIABLE}={shlex.quote(record_path)} " if record_path else ""
     return session.run(
-        f"timeout -k 5 {int(timeout)} bash -c {shlex.quote(test_cmd)}",
+        f"{record}timeout -k 5 {int(timeout)} bash -c {shlex.quote(test_cmd)}",
         timeout + 30,
         logged_as=test_cmd,
     )
@@ -244,6 +211,7 @@ def grade_patch(
     run_label: str = "grading",
     skip_empty: bool = True,
     mem_limit: str = GRADING_MEM_LIMIT,
+    max_patch_bytes: int = DEFAULT_MAX_PATCH_BYTES,
 ) -> GradeResult:
     """Grade `patch` on `task` in a fresh runtime from `task.image` (the module's steps).
 
@@ -262,6 +230,7 @@ def grade_patch(
         doing nothing) and the status is 'unresolved' or 'resolved'.
       mem_limit: memory limit of the Docker grading container (a runtime_factory's
         runtimes have the factory's limits).
+      max_patch_bytes: a larger patch is graded 'patch_too_large' without running anything.
 
     Returns:
       GradeResult; reward 1.0 only if resolved. Runtime failures (Docker, pods) give
@@ -291,6 +260,7 @@ def grade_patch(
         log: str = "",
         verdict: Verdict | None = None,
         error: str = "",
+        suspected_forgery: bool = False,
     ) -> GradeResult:
         resolved = status == "resolved"
         return GradeResult(
@@ -306,12 +276,29 @@ def grade_patch(
             patch_is_none=patch is None,
             error=error,
             report=verdict.report if verdict else None,
+            suspected_forgery=suspected_forgery,
         )
+
+    def refusal(environment) -> GradeResult | None:
+        refused = refused_paths(patch, environment) if environment is not None else []
+        if not refused:
+            return None
+        error = (
+            f"the patch adds {refused[:5]}: a module the environment already provides, a .pth "
+            "file or package metadata, which would change what the tests import"
+        )
+        return result("patch_refused", applied=False, error=error)
 
     if is_empty and skip_empty:
         return result("empty_patch", applied=False)
     if not is_empty:
         patch = without_paths(patch, LAYOUTS[task.layout].harness_paths)
+        size = len(patch.encode("utf-8", "surrogateescape"))
+        if size > max_patch_bytes:
+            error = f"the patch has {size} bytes, over env.max_patch_bytes={max_patch_bytes}"
+            return result("patch_too_large", applied=False, error=error)
+        if refused := refusal(environment_of(task, None)):
+            return refused
 
     runtime = None
     session = None
@@ -320,6 +307,8 @@ def grade_patch(
         runtime.start()
         session = GradingSession(runtime)
         if not is_empty:
+            if refused := refusal(environment_of(task, runtime)):
+                return refused
             if not apply_patch(session, patch):
                 return result("apply_failed", applied=False, log=session.log)
             if not restore_test_files(session, task):
@@ -330,10 +319,26 @@ def grade_patch(
                 f"test_patch of {task.instance_id} does not apply to its base commit; fix the task"
             )
             return result("infra_error", applied=True, log=session.log, error=error)
-        tests = run_tests(session, task, harness, timeout)
+        record_path = new_record_path() if records_results(task, harness) else ""
+        tests = run_tests(session, task, harness, timeout, record_path)
         status, verdict = score_tests(task, harness, tests)
         error = f"tests ran past {timeout:.0f} s" if status == "timeout" else ""
-        return result(status, applied=True, log=session.log, verdict=verdict, error=error)
+        suspected = False
+        if status == "resolved" and record_path:
+            if problem := record_problem(task, read_record(runtime, record_path)):
+                log_suspected_forgery(task, problem)
+                status, error, suspected = "unresolved", f"suspected forgery: {problem}", True
+        return result(
+            status,
+            applied=True,
+            log=session.log,
+            verdict=verdict,
+            error=error,
+            suspected_forgery=suspected,
+        )
+    except PolicyLimitError as e:  # the patch's tests exhausted the container: a wrong answer
+        log = session.log if session is not None else ""
+        return result("unresolved", applied=True, log=log, error=str(e))
     except Exception as e:  # Docker or container failure: say so, never score it as a wrong answer.
         log = session.log if session is not None else ""
         return result("infra_error", applied=False, log=log, error=f"{type(e).__name__}: {e}")
@@ -343,85 +348,3 @@ def grade_patch(
                 runtime.close()
             except Exception:  # the result is already decided; a stuck container is reaped by label
                 pass
-
-
-@dataclass(frozen=True)
-class TaskCheck:
-    """A task's self-check: the gold patch must resolve it, the empty patch must not."""
-
-    instance_id: str
-    gold: GradeResult
-    empty: GradeResult
-
-    @property
-    def ok(self) -> bool:
-        return self.gold.resolved and self.empty.status == "unresolved"
-
-    def problem(self) -> str:
-        """Why the check failed, in one line ("" when it passed)."""
-        if self.gold.infra_error or self.empty.infra_error:
-            return f"infra error: {self.gold.error or self.empty.error}"
-        if not self.gold.resolved:
-            failing = (
-                self.gold.tests_status["FAIL_TO_PASS"]["failure"]
-                + self.gold.tests_status["PASS_TO_PASS"]["failure"]
-            )
-            return f"gold patch {self.gold.status}: failing {failing[:3]}"
-        if self.empty.status != "unresolved":
-            return f"empty patch {self.empty.status}: FAIL_TO_PASS tests pass without a fix"
-        return ""
-
-
-def check_task(
-    task: Task,
-    *,
-    client: Any = None,
-    runtime_factory: RuntimeFactory | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
-    run_label: str = "validate",
-) -> TaskCheck:
-    """Grade the gold patch and the empty patch of `task` (its image must exist), in Docker on
-    `client`'s engine or in runtimes of `runtime_factory` (see grade_patch)."""
-    grading = dict(
-        client=client, runtime_factory=runtime_factory, timeout=timeout, run_label=run_label
-    )
-    gold = grade_patch(task, task.patch, **grading)
-    empty = grade_patch(task, "", skip_empty=False, **grading)
-    return TaskCheck(task.instance_id, gold, empty)
-
-
-def check_tasks(
-    tasks: Iterable[Task],
-    *,
-    client: Any = None,
-    runtime_factory: RuntimeFactory | None = None,
-    workers: int = 2,
-    timeout: float = DEFAULT_TIMEOUT,
-    run_label: str = "validate",
-) -> list[TaskCheck]:
-    """`check_task` for every task on a small thread pool; results in task order."""
-    check = functools.partial(
-        check_task,
-        client=client,
-        runtime_factory=runtime_factory,
-        timeout=timeout,
-        run_label=run_label,
-    )
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(check, tasks))
-
-
-def format_checks(checks: Iterable[TaskCheck]) -> str:
-    """A text table: instance id, gold status, empty status, seconds, verdict."""
-    rows = [("instance_id", "gold", "empty", "seconds", "check")]
-    for check in checks:
-        seconds = f"{check.gold.duration_s + check.empty.duration_s:.1f}"
-        verdict = "ok" if check.ok else f"FAIL ({check.problem()})"
-        rows.append((check.instance_id, check.gold.status, check.empty.status, seconds, verdict))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True))
-        + "  "
-        + row[4]
-        for row in rows
-    )

@@ -27,13 +27,17 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from deepswe_jax.env.tasks import Task
+from deepswe_jax.env.tools import PYTEST_RECORD_PATH
 
 PASSING = frozenset({"PASSED", "XFAIL"})
 SUMMARY_STATUSES = ("PASSED", "FAILED", "ERROR", "XFAIL", "XPASS", "SKIPPED")
+# The repository goes from the front of sys.path to its end, then tools/pytest_record.py runs.
 PYTEST_ENTRY = (
-    "import os, sys, pytest; code = pytest.main(sys.argv[1:]); "
-    "sys.stdout.flush(); sys.stderr.flush(); os._exit(int(code))"
+    "import os, sys; del sys.path[0]; sys.path.append(os.getcwd()); "
+    f"exec(compile(open({PYTEST_RECORD_PATH!r}).read(), {PYTEST_RECORD_PATH!r}, 'exec'))"
 )
+# The variable naming the path of the result record (tools/pytest_record.py).
+RECORD_VARIABLE = "DEEPSWE_RECORD"
 TESTS_STATUS_GROUPS = ("FAIL_TO_PASS", "PASS_TO_PASS", "FAIL_TO_FAIL", "PASS_TO_FAIL")
 
 _SUMMARY_HEADER = re.compile(r"^=+ short test summary info =+$")
@@ -159,9 +163,11 @@ def _strip_message(rest: str) -> str:
 def default_test_cmd(test_ids: Iterable[str]) -> str:
     """pytest with `-rA` on the given node ids (quoted for the shell).
 
-    Runs like `python3 -m pytest` (the repository root first on sys.path) but
-    leaves with `os._exit`, so code under test cannot print a fake summary after
-    the real one from an atexit handler or a lingering thread.
+    Runs like `python3 -m pytest`, but with the repository root last on sys.path (no file of
+    it can stand in for a module of the environment), a result record when the grader asks
+    for one (`RECORD_VARIABLE`), and leaving with `os._exit`, so code under test cannot print
+    a fake summary after the real one from an atexit handler or a lingering thread
+    (tools/pytest_record.py).
     """
     ids = " ".join(shlex.quote(test_id) for test_id in sorted(set(test_ids)))
     return f"python3 -c {shlex.quote(PYTEST_ENTRY)} -rA --color=no -p no:cacheprovider {ids}"

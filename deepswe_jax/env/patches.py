@@ -51,6 +51,18 @@ def patch_paths(patch: str) -> set[str]:
     return paths
 
 
+def touched_paths(patch: str) -> set[str]:
+    """Every repository-relative path a patch names: ---/+++ lines, `diff --git` headers
+    (binary and mode-only sections have no ---/+++), renames and copies; quotes dropped."""
+    paths = {path.strip('"') for path in patch_paths(patch)}
+    for line in patch.splitlines():
+        if line.startswith("diff --git "):
+            paths |= {path.strip('"') for path in _git_header_paths(line.replace('"', ""))}
+        elif line.startswith(("rename to ", "copy to ")):
+            paths.add(line.split(" ", 2)[2].strip().strip('"'))
+    return {path for path in paths if path}
+
+
 def protected_paths(task: Task) -> set[str]:
     """Files that must be at their base (or test_patch) state when the tests run."""
     node_files = {test_id.split("::")[0] for test_id in task.FAIL_TO_PASS + task.PASS_TO_PASS}

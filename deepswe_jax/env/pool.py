@@ -57,7 +57,13 @@ from deepswe_jax.env.hosts import DockerHosts, default_endpoint
 from deepswe_jax.env.layouts import LAYOUTS, LayoutError
 from deepswe_jax.env.ownership import install_exit_cleanup
 from deepswe_jax.env.placement import DockerPlacement, FactoryPlacement, Placement
-from deepswe_jax.env.runtime import MissingImageError, Runtime, RuntimeFactory, prepare_runtime
+from deepswe_jax.env.runtime import (
+    DEFAULT_MAX_PATCH_BYTES,
+    MissingImageError,
+    Runtime,
+    RuntimeFactory,
+    prepare_runtime,
+)
 from deepswe_jax.env.tasks import Task
 
 logger = logging.getLogger(__name__)
@@ -115,6 +121,7 @@ class EnvPool:
         build_images: bool = True,
         log_every: int = 50,
         runtime_factory: RuntimeFactory | None = None,
+        max_patch_bytes: int = DEFAULT_MAX_PATCH_BYTES,
     ):
         """Args beyond the module docstring's:
         client / docker_hosts: one Docker client, or endpoints (unix://, tcp://, ssh://);
@@ -124,9 +131,11 @@ class EnvPool:
         mem_limit, nano_cpus, pids_limit: limits of the Docker containers of episodes
           (gradings get grading.GRADING_MEM_LIMIT).
         disk_limit, disk_limit_mode: what Docker containers, of episodes and gradings, may write
-          to disk and how that is enforced (docker_runtime.DISK_LIMIT_MODES).
+          to disk and how that is enforced (disk_limits.DISK_LIMIT_MODES).
         episode_attempts: how often `run_with_retries` runs an episode at most.
         host_wait_timeout: seconds a start waits while no Docker host answers, then fails.
+        max_patch_bytes: the largest patch an episode may produce or have graded (larger:
+          runtime.PatchTooLargeError, graded `patch_too_large`).
         """
         if max_envs < 1:
             raise ValueError(f"max_envs must be at least 1, got {max_envs}")
@@ -137,6 +146,7 @@ class EnvPool:
         self.runtime_factory = runtime_factory
         self.episode_attempts = episode_attempts
         self.step_timeout = step_timeout
+        self.max_patch_bytes = max_patch_bytes
         self.stale_run_labels = stale_run_labels
         self.build_images = build_images
         self.log_every = log_every
@@ -291,6 +301,7 @@ class EnvPool:
                 self.step_timeout,
                 site=site,
                 on_failure=lambda reason: self._check_site(site, reason),
+                max_patch_bytes=self.max_patch_bytes,
             )
             self._envs.add(env)
             try:
@@ -378,7 +389,12 @@ class EnvPool:
                 factory = placement.grading_factory(site)
                 result = await self._in_thread(
                     lambda f=factory: grade_patch(
-                        task, patch, runtime_factory=f, timeout=timeout, run_label=self.run_label
+                        task,
+                        patch,
+                        runtime_factory=f,
+                        timeout=timeout,
+                        run_label=self.run_label,
+                        max_patch_bytes=self.max_patch_bytes,
                     )
                 )
                 error = result.error

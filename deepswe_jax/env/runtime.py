@@ -36,6 +36,10 @@ SERVER_GRACE_S = 30.0
 DIFF_EXCLUDES = ("**/__pycache__/**", "**/*.pyc", "**/.pytest_cache/**")
 PATCH_FILE = "/tmp/.deepswe_patch.diff"
 PREPARE_TIMEOUT_S = 120.0
+# The largest patch taken from an episode or graded (config.env.max_patch_bytes).
+DEFAULT_MAX_PATCH_BYTES = 4 << 20
+# Exit status of git_diff_script when the changed files or the patch pass the cap.
+PATCH_TOO_LARGE_EXIT = 3
 
 
 class MissingImageError(RuntimeError):
@@ -48,6 +52,20 @@ class EnvironmentUnavailableError(RuntimeError):
 
 class GitDiffError(RuntimeError):
     """`git diff` failed in the environment (e.g. the agent deleted /testbed/.git)."""
+
+
+class PolicyLimitError(RuntimeError):
+    """The policy ran into a limit of its own environment (a patch past the cap, the
+    container's disk or memory exhausted): a wrong answer scored 0 and trained on, never an
+    infrastructure error."""
+
+
+class PatchTooLargeError(PolicyLimitError):
+    """The changed files or the patch are larger than the patch cap (max_patch_bytes)."""
+
+
+class ResourceLimitError(PolicyLimitError):
+    """The environment's processes exhausted its disk (bytes or files) or memory limit."""
 
 
 @dataclass(frozen=True)
@@ -96,9 +114,16 @@ class Runtime(Protocol):
         """The bytes at absolute `path`; raises FileNotFoundError etc."""
         ...
 
-    def diff(self, base_commit: str, *, repo: str = TESTBED, timeout: float = 120.0) -> str:
+    def diff(
+        self,
+        base_commit: str,
+        *,
+        repo: str = TESTBED,
+        timeout: float = 120.0,
+        max_bytes: int = DEFAULT_MAX_PATCH_BYTES,
+    ) -> str:
         """Everything changed under `repo` since `base_commit`, as a git patch; raises
-        GitDiffError when git fails."""
+        GitDiffError when git fails, PatchTooLargeError past `max_bytes`."""
         ...
 
     def close(self) -> None:
@@ -117,15 +142,18 @@ class RuntimeFactory(Protocol):
         ...
 
 
-def git_diff_script(base_commit: str) -> str:
+def git_diff_script(base_commit: str, max_bytes: int = DEFAULT_MAX_PATCH_BYTES) -> str:
     """Bash script, run in the repository, that writes to PATCH_FILE everything changed since
     `base_commit` (new files included via a throwaway index; .gitignore'd files, DIFF_EXCLUDES
     and the paths listed in layouts.DIFF_EXCLUDE_FILE left out; binary changes in git's
-    binary format)."""
+    binary format). Exits PATCH_TOO_LARGE_EXIT, before git reads them, when the changed
+    files hold more than `max_bytes` (apparent sizes), and when the patch is larger."""
     excludes = " ".join(shlex.quote(f":(exclude,glob){p}") for p in DIFF_EXCLUDES)
     git = "git -c safe.directory='*' -c core.quotepath=false"
+    too_large = f"exit {PATCH_TOO_LARGE_EXIT}"
     return (
         "set -e\n"
+        f"rm -rf {PATCH_FILE}\n"  # whatever the agent left there (a link to /dev/zero, a FIFO)
         'index="$(mktemp)"; spec="$(mktemp)"\n'
         'trap \'rm -f "$index" "$spec"\' EXIT\n'
         'cp .git/index "$index" 2>/dev/null || rm -f "$index"\n'
@@ -135,9 +163,19 @@ def git_diff_script(base_commit: str) -> str:
         '    if [ -n "$p" ]; then printf \':(exclude,literal)%s\\0\' "${p%/}"; fi\n'
         f'  done < {DIFF_EXCLUDE_FILE} >> "$spec"\n'
         "fi\n"
+        'mapfile -d "" -t specs < "$spec"\n'
+        "total=0\n"
+        f"while IFS= read -r -d '' entry; do\n"
+        '  p="${entry:3}"\n'
+        '  if [ -f "$p" ] && [ ! -L "$p" ]; then total=$((total + $(stat -c %s -- "$p"))); fi\n'
+        f'  if [ $total -gt {max_bytes} ]; then echo "changed files hold over {max_bytes} '
+        f'bytes"; {too_large}; fi\n'
+        f'done < <({git} status --porcelain=v1 -z --untracked-files=all --no-renames -- "${{specs[@]}}")\n'
         f'GIT_INDEX_FILE="$index" {git} add -A --pathspec-from-file="$spec" --pathspec-file-nul\n'
         f'GIT_INDEX_FILE="$index" {git} diff --cached --binary --no-color --no-ext-diff '
         f"--src-prefix=a/ --dst-prefix=b/ {shlex.quote(base_commit)} > {PATCH_FILE}\n"
+        f'size=$(stat -c %s {PATCH_FILE}); if [ "$size" -gt {max_bytes} ]; then '
+        f'echo "the patch has $size bytes, over {max_bytes}"; {too_large}; fi\n'
     )
 
 
@@ -220,7 +258,14 @@ class ExecRuntime(abc.ABC):
         parameters, e.g. {"command": "view", "path": "/testbed"}; values are passed verbatim."""
         return self._execute(Command(tuple(tool_argv(name, args)), tool=name), timeout)
 
-    def diff(self, base_commit: str, *, repo: str = TESTBED, timeout: float = 120.0) -> str:
+    def diff(
+        self,
+        base_commit: str,
+        *,
+        repo: str = TESTBED,
+        timeout: float = 120.0,
+        max_bytes: int = DEFAULT_MAX_PATCH_BYTES,
+    ) -> str:
         """Everything changed under `repo` since `base_commit`, as a git patch.
 
         New files are included (staged into a throwaway index, so the repository's own
@@ -230,8 +275,12 @@ class ExecRuntime(abc.ABC):
 
         Raises:
           GitDiffError: git failed (no repository at `repo`, unknown base commit, ...).
+          PatchTooLargeError: the changed files (apparent sizes) or the patch pass `max_bytes`.
         """
-        result = self.run(git_diff_script(base_commit), timeout=timeout, workdir=repo or TESTBED)
+        script = git_diff_script(base_commit, max_bytes)
+        result = self.run(script, timeout=timeout, workdir=repo or TESTBED)
+        if result.exit_code == PATCH_TOO_LARGE_EXIT:
+            raise PatchTooLargeError(f"{self._where()}: {result.output.strip()[-300:]}")
         if result.exit_code != 0:
             reason = "timed out" if result.timed_out else f"exit code {result.exit_code}"
             raise GitDiffError(

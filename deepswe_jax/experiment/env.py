@@ -49,7 +49,10 @@ def make_env_pool(
             "docker_hosts) or --config.env.backend=kubernetes (pods, config.env.kubernetes.*)"
         )
     options: dict[str, Any] = dict(
-        max_envs=config.env.max_envs, run_label=run_label, step_timeout=config.agent.step_timeout
+        max_envs=config.env.max_envs,
+        run_label=run_label,
+        step_timeout=config.agent.step_timeout,
+        max_patch_bytes=config.env.max_patch_bytes,
     )
     if grade_concurrency is not None:
         options["grade_concurrency"] = grade_concurrency

@@ -10,6 +10,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 from deepswe_jax.env.grading import GradeResult
+from deepswe_jax.env.runtime import PatchTooLargeError, ResourceLimitError
 from deepswe_jax.env.tasks import Task
 
 BUGGY_SOURCE = "def add(a, b):\n    return a - b\n"
@@ -75,6 +76,8 @@ class FakeEnv:
         await asyncio.sleep(self.pool.step_delay_s)
         if len(self.pool.steps) == self.pool.fail_at_step:
             return FakeStepResult("container died", False, None, 0.0, True)
+        if len(self.pool.steps) == self.pool.limit_at_step:
+            raise ResourceLimitError("the container holds more than its disk limit")
         if tool == "finish":
             return FakeStepResult("<<< Finished >>>", True, 0, 0.0, False)
         if tool == "file_editor" and params["command"] == "str_replace":
@@ -88,6 +91,8 @@ class FakeEnv:
         return FakeStepResult(output, False, 0, 0.0, False)
 
     async def patch(self) -> str:
+        if self.pool.patch_too_large:
+            raise PatchTooLargeError("the patch has 9000000 bytes, over 4194304")
         return "" if self.source == BUGGY_SOURCE else f"--- calc.py\n+++ calc.py\n{self.source}"
 
 
@@ -100,6 +105,8 @@ class FakeEnvPool:
     fail_at_step: int | None = None
     fail_acquire: bool = False
     fail_grade: bool = False
+    limit_at_step: int | None = None  # this step exhausts the container's disk
+    patch_too_large: bool = False
     acquired: int = 0
     released: int = 0
     max_active: int = 0

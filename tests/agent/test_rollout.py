@@ -225,6 +225,45 @@ def test_env_error_ends_the_episode_without_grading(tokenizer: ChatTokenizer):
     assert trajectory.num_steps == 2 and "container died" in trajectory.steps[-1]["env_error"]
 
 
+def test_exhausting_its_own_container_scores_zero_and_is_trained_on(tokenizer: ChatTokenizer):
+    """A limit of the episode's own container (disk, memory) is the policy's doing: no grading,
+    reward 0, not an infrastructure error, not compact-filtered (issue 25)."""
+    pool = FakeEnvPool(limit_at_step=2)
+    trajectory = run(
+        run_episode(
+            make_task(),
+            pool,
+            ScriptedSampler(fix_script(tokenizer)),
+            tokenizer,
+            make_settings(),
+            0,
+            0,
+        )
+    )
+    assert trajectory.stop_reason is StopReason.limit_exceeded and not trajectory.infra_error
+    assert not trajectory.compact_filtered and trajectory.reward == 0.0
+    assert trajectory.grade is None and pool.graded == [] and pool.released == 1
+    assert "disk limit" in trajectory.steps[-1]["limit_exceeded"]
+
+
+def test_a_patch_over_the_cap_is_graded_patch_too_large(tokenizer: ChatTokenizer):
+    pool = FakeEnvPool(patch_too_large=True)
+    trajectory = run(
+        run_episode(
+            make_task(),
+            pool,
+            ScriptedSampler(fix_script(tokenizer)),
+            tokenizer,
+            make_settings(),
+            0,
+            0,
+        )
+    )
+    assert trajectory.stop_reason is StopReason.finished and not trajectory.infra_error
+    assert trajectory.grade.status == "patch_too_large" and trajectory.reward == 0.0
+    assert pool.graded == []
+
+
 def test_failed_acquire_is_an_env_error(tokenizer: ChatTokenizer):
     pool = FakeEnvPool(fail_acquire=True)
     trajectory = run(

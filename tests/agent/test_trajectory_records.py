@@ -93,9 +93,9 @@ def test_trajectories_written_with_a_dict_grade_still_load():
         "tests/test_calc.py::test_add"
     ]
     assert trajectory.resolved and trajectory.grade.to_report()["calc-1"]["resolved"] is True
-    # Written again, the line is the old one with the new field's default.
+    # Written again, the line is the old one with the new fields' defaults.
     expected = json.loads(DICT_GRADE_LINE)
-    expected["grade"]["report"] = None
+    expected["grade"].update(report=None, suspected_forgery=False)
     assert json.loads(trajectory.to_json()) == expected
     assert Trajectory.from_json(trajectory.to_json()) == trajectory
 

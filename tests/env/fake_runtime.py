@@ -2,20 +2,28 @@
 above the runtimes (grading steps, the env pool) without Docker or Kubernetes.
 
 Each command's result comes from `respond(cmd) -> (exit code, output)` (exit code None: timed
-out); commands, tool calls and written files are recorded.
+out); commands, tool calls and written files are recorded. The grader's environment probe gets
+a small standard library, and a test run asked for a result record (harness.RECORD_VARIABLE)
+leaves one with the outcomes its output's -rA summary shows, as tools/pytest_record.py would.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from deepswe_jax.env.harness import RECORD_VARIABLE, parse_pytest_summary
 from deepswe_jax.env.runtime import (
     DEFAULT_MAX_OUTPUT,
     TESTBED,
     EnvironmentUnavailableError,
     ExecResult,
 )
+from deepswe_jax.env.verdict_guards import PROBE_MARK
+
+PROBE_ANSWER = PROBE_MARK + '\n{"names": ["json", "os", "pprint", "pytest"], "roots": {"": []}}\n'
 
 Respond = Callable[[str], tuple[int | None, str]]
 
@@ -57,7 +65,12 @@ class ScriptedRuntime:
     ) -> ExecResult:
         self._check_running()
         self.commands.append(cmd)
+        if PROBE_MARK in cmd:
+            return ExecResult(0, PROBE_ANSWER, False, 0.0)
         exit_code, output = self.respond(cmd)
+        if record := re.match(rf"{RECORD_VARIABLE}=(\S+) ", cmd):
+            outcomes = parse_pytest_summary(output)
+            self.files[record[1]] = json.dumps({"outcomes": outcomes, "replaced": []}).encode()
         return ExecResult(exit_code, output, exit_code is None, 0.0)
 
     def call_tool(self, name: str, args: Mapping[str, object], *, timeout: float) -> ExecResult:
@@ -71,9 +84,13 @@ class ScriptedRuntime:
 
     def read_file(self, path: str) -> bytes:
         self._check_running()
+        if path not in self.files:
+            raise FileNotFoundError(path)
         return self.files[path]
 
-    def diff(self, base_commit: str, *, repo: str = TESTBED, timeout: float = 120.0) -> str:
+    def diff(
+        self, base_commit: str, *, repo: str = TESTBED, timeout: float = 120.0, max_bytes: int = 0
+    ) -> str:
         self._check_running()
         return self.patch
 

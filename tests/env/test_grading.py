@@ -12,10 +12,11 @@ import pytest
 
 from deepswe_jax.env.docker_api import remove_stale_containers
 from deepswe_jax.env.docker_runtime import DockerRuntime
-from deepswe_jax.env.grading import GradeResult, check_tasks, format_checks, grade_patch
+from deepswe_jax.env.grading import GradeResult, grade_patch
 from deepswe_jax.env.harness import parse_pytest_summary
 from deepswe_jax.env.harness_r2egym import r2e_status_map
 from deepswe_jax.env.ownership import RUN_LABEL
+from deepswe_jax.env.task_checks import check_tasks, format_checks
 from deepswe_jax.env.tasks import unified_diff
 
 PYTEST_LOG = textwrap.dedent(
@@ -211,6 +212,9 @@ def test_patches_that_tamper_with_tests_are_graded_on_the_original_tests(
 ):
     patch = gaming_patch(name, tiny_files)
     result = grade_patch(tiny_task, patch, client=docker_client, run_label=run_label)
+    if name == "shadow_pytest":  # a module the environment provides: refused, not even applied
+        assert (result.status, result.reward) == ("patch_refused", 0.0), result
+        return
     assert result.patch_successfully_applied, result.test_log
     assert result.status == "unresolved", result.test_log
     assert result.tests_status["FAIL_TO_PASS"]["failure"] == list(tiny_task.FAIL_TO_PASS)

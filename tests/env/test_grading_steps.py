@@ -6,6 +6,7 @@ same way in real containers."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import shlex
 import textwrap
 
@@ -13,12 +14,13 @@ import pytest
 
 from deepswe_jax.env import grading
 from deepswe_jax.env.grading import GradingSession, grade_patch, harness_for, restore_test_files
-from deepswe_jax.env.harness import PytestHarness, Verdict
+from deepswe_jax.env.harness import RECORD_VARIABLE, PytestHarness, Verdict
 from deepswe_jax.env.harness_r2egym import R2EHarness
 from deepswe_jax.env.harness_swebench import SwebenchHarness
 from deepswe_jax.env.patches import without_paths
 from deepswe_jax.env.runtime import EnvironmentUnavailableError, MissingImageError
 from deepswe_jax.env.tasks import Task
+from deepswe_jax.env.verdict_guards import PROBE_MARK
 from tests.env.fake_runtime import ScriptedFactory, ScriptedRuntime
 
 PATCH = "--- a/calc.py\n+++ b/calc.py\n@@ -1 +1 @@\n-return a - b\n+return a + b"
@@ -55,6 +57,11 @@ def make_task(**fields) -> Task:
     return dataclasses.replace(task, **fields)
 
 
+def result_record(runtime: ScriptedRuntime) -> str:
+    """The path of the result record the grader asked the test run of `runtime` for."""
+    return re.match(rf"{RECORD_VARIABLE}=(\S+) ", runtime.commands[-1])[1]
+
+
 def repository(fail: str = "", test_log: str = PASSING_LOG):
     """respond() of a grading runtime whose step `fail` ('apply', 'restore', 'test_patch',
     'timeout') fails; the test run prints `test_log`."""
@@ -68,7 +75,7 @@ def repository(fail: str = "", test_log: str = PASSING_LOG):
             return (1, "checkout failed") if fail == "restore" else (0, "restored")
         if cmd.startswith("git apply --verbose /tmp/deepswe_test.patch"):
             return (1, "does not apply") if fail == "test_patch" else (0, "Applied")
-        if cmd.startswith("timeout -k 5"):
+        if cmd.startswith("timeout -k 5") or re.match(rf"{RECORD_VARIABLE}=\S+ timeout -k 5", cmd):
             return (124, "") if fail == "timeout" else (0, test_log)
         raise AssertionError(f"unexpected command {cmd!r}")
 
@@ -77,7 +84,7 @@ def repository(fail: str = "", test_log: str = PASSING_LOG):
 
 def test_the_steps_run_in_order_in_one_fresh_runtime_and_their_log_is_kept():
     factory = ScriptedFactory(repository())
-    task = make_task()
+    task = make_task(image="deepswe/calc-steps:base")  # an image no other grade probed
     result = grade_patch(task, PATCH, runtime_factory=factory, run_label="grade-1", timeout=60)
 
     assert result.status == "resolved" and result.reward == 1.0, result.test_log
@@ -85,20 +92,23 @@ def test_the_steps_run_in_order_in_one_fresh_runtime_and_their_log_is_kept():
     [runtime] = factory.made
     assert (runtime.image, runtime.run_label, runtime.closes) == (task.image, "grade-1", 1)
     test_cmd = PytestHarness().command(task)
-    assert runtime.commands == [
+    # The environment probe (once per image), then the steps; the tests with a result record.
+    record_path = result_record(runtime)
+    assert runtime.commands[1:] == [
         grading._apply_cmd(grading.PATCH_FILE),
         grading.CHANGES_CMD,
         grading.RESTORE_CMD,
         f"git apply --verbose {grading.TEST_PATCH_FILE}",
-        f"timeout -k 5 60 bash -c {shlex.quote(test_cmd)}",
+        f"{RECORD_VARIABLE}={record_path} timeout -k 5 60 bash -c {shlex.quote(test_cmd)}",
     ]
-    assert runtime.files == {
+    assert PROBE_MARK in runtime.commands[0] and record_path.startswith("/tmp/deepswe-record-")
+    assert {path: data for path, data in runtime.files.items() if path != record_path} == {
         grading.PATCH_FILE: (PATCH + "\n").encode(),  # a final newline added
         grading.PROTECTED_LIST_FILE: b"conftest.py\0tests/test_calc.py\0pkg/pytest.ini\0",
         grading.TEST_PATCH_FILE: TEST_PATCH.encode(),
     }
     outputs = ["Applied", CHANGES, "restored", "Applied", PASSING_LOG]
-    logged = [grading._apply_cmd(grading.PATCH_FILE), *runtime.commands[1:4], test_cmd]
+    logged = [grading._apply_cmd(grading.PATCH_FILE), *runtime.commands[2:5], test_cmd]
     assert result.test_log == "\n".join(
         f"$ {cmd}\n{output}" for cmd, output in zip(logged, outputs, strict=True)
     )
@@ -123,7 +133,8 @@ def test_a_failing_step_decides_the_status_and_stops_the_grading(
         applied,
         0.0,
     )
-    assert error in result.error and len(factory.made[0].commands) == commands
+    steps = [cmd for cmd in factory.made[0].commands if PROBE_MARK not in cmd]
+    assert error in result.error and len(steps) == commands
     assert result.tests_status["FAIL_TO_PASS"] == {"success": [], "failure": []}
     assert factory.made[0].closes == 1
 
@@ -147,7 +158,7 @@ def test_an_empty_patch_skips_apply_and_restore_but_still_runs_the_tests():
     assert result.status == "resolved" and not result.patch_exists
     assert [cmd.split()[0:2] for cmd in factory.made[0].commands] == [
         ["git", "apply"],
-        ["timeout", "-k"],
+        [f"{RECORD_VARIABLE}={result_record(factory.made[0])}", "timeout"],
     ]
     assert result.to_report()["calc-1"]["patch_exists"] is False
 

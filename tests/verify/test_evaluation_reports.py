@@ -44,6 +44,8 @@ STATUSES = {
     "d-1": "apply_failed",
     "e-1": "timeout",
     "f-1": "infra_error",
+    "h-1": "patch_refused",
+    "i-1": "patch_too_large",
     "g-1": None,
 }
 
@@ -62,9 +64,9 @@ def test_run_files_put_each_grade_in_the_harness_bucket(tmp_path):
     assert run_report["resolved_ids"] == ["a-1"]  # stopped at max_steps, still resolved
     assert run_report["unresolved_ids"] == ["b-1"]
     assert run_report["empty_patch_ids"] == ["c-1"]
-    assert run_report["error_ids"] == ["d-1", "e-1", "f-1", "g-1"]
+    assert run_report["error_ids"] == ["d-1", "e-1", "f-1", "h-1", "i-1", "g-1"]
     assert run_report["completed_ids"] == ["a-1", "b-1"]
-    assert (run_report["submitted_instances"], run_report["schema_version"]) == (7, 2)
+    assert (run_report["submitted_instances"], run_report["schema_version"]) == (9, 2)
 
     report = json.loads((directory / reports.REPORT_FILE).read_text())
     assert sorted(report) == ids[:-1]  # the ungraded run has no entry

@@ -16,6 +16,8 @@ from pathlib import Path
 SOURCE_DIR = Path(__file__).resolve().parent
 INSTALL_DIR = "/usr/local/bin"
 SERVER_PATH = "/opt/deepswe/tool_server.py"
+# The grader's pytest entry (harness.PYTEST_ENTRY runs it).
+PYTEST_RECORD_PATH = "/opt/deepswe/pytest_record.py"
 # Interpreters the tool server may run on, in order: the image's own python3 first (conda's base
 # in SWE-bench images), then places official images keep one. Never an activated repository
 # environment: the server and the tools must not depend on the repository's Python version.
@@ -95,7 +97,8 @@ def server_command(server_args: Sequence[str] = ()) -> list[str]:
 
 
 def install_archive() -> bytes:
-    """A tar archive, to extract at `/`, holding the tools (mode 755) and the tool server."""
+    """A tar archive, to extract at `/`, holding the tools (mode 755), the tool server and the
+    grader's pytest entry."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         directory = tarfile.TarInfo("opt/deepswe")
@@ -104,6 +107,7 @@ def install_archive() -> bytes:
         tar.addfile(directory)
         files = {f"{INSTALL_DIR}/{name}": script for name, script in TOOL_SCRIPTS.items()}
         files[SERVER_PATH] = "tool_server.py"
+        files[PYTEST_RECORD_PATH] = "pytest_record.py"
         for target, script in files.items():
             data = (SOURCE_DIR / script).read_bytes()
             info = tarfile.TarInfo(target.lstrip("/"))

@@ -11,7 +11,7 @@ agent writes to /proc/1/fd/1 or /proc/1/fd/0 can desynchronize the channel. Requ
   {"id": n, "op": "run", "argv": [...], "cwd": "/testbed", "timeout": 90.0, "max_output": 2000000}
   {"id": n, "op": "tool", "name": "file_editor", "args": [...], "cwd": ..., "timeout": ..., "max_output": ...}
   {"id": n, "op": "write", "path": "/abs/path", "data": "<base64>"}
-  {"id": n, "op": "read", "path": "/abs/path"}
+  {"id": n, "op": "read", "path": "/abs/path", "max_bytes": 4194304}
 
 "run" executes argv; "tool" runs the preloaded tool's main() in a fork (no interpreter
 start-up per call). Either way the work runs in a fresh session with stdin from
@@ -24,9 +24,15 @@ beyond `max_output` bytes keeps its head and tail halves.
 
 `--disk-limit BYTES` (when the storage driver cannot limit the container's writable layer):
 commands run with RLIMIT_FSIZE = BYTES (no file grows past it: the write fails with "File too
-large"), and a command is killed once the container's processes have written more than BYTES
+large") and without fallocate(2) (seccomp, x86-64: space is taken only by writing it), and a command is killed once the container's processes have written more than BYTES
 to disk in all (the kernel's per-process write_bytes, which this server, as PID 1, inherits
 from every process it reaps); its output then says so.
+
+The server makes itself not dumpable (PR_SET_DUMPABLE 0): without CAP_SYS_PTRACE, which
+Docker does not grant, no process in the container can open /proc/1/mem or /proc/1/fd/*, so
+the secret cannot be read and the channel cannot be read or written behind the host's back.
+Commands run with oom_score_adj 1000, so a command that exhausts the container's memory is
+killed before the server is.
 
 Being PID 1 makes the server immune to SIGKILL from inside the container (an agent's
 `kill -9 -1` or `pkill python` cannot take it down) and makes it the reaper of orphans,
@@ -35,6 +41,7 @@ so killed process trees never pile up as zombies against the pids limit.
 
 import argparse
 import base64
+import errno
 import gc
 import importlib.machinery
 import importlib.util
@@ -44,6 +51,7 @@ import os
 import resource
 import select
 import signal
+import stat
 import sys
 import time
 import traceback
@@ -233,10 +241,86 @@ class BoundedOutput:
         return head + marker + self.tail.decode("utf-8", "replace")
 
 
+# A seccomp filter for commands: fallocate(2) fails with EOPNOTSUPP on x86-64 (its x32 number
+# too), so space is only taken by writing it, which the disk limit sees as it happens
+# (glibc's posix_fallocate then falls back to writing zeros).
+AUDIT_ARCH_X86_64 = 0xC000003E
+FALLOCATE_NUMBERS = (285, 0x40000000 + 285)
+_fallocate_filter = None
+
+
+def build_fallocate_filter():
+    """The seccomp program (a ctypes sock_fprog, kept alive globally) or None without ctypes."""
+    global _fallocate_filter
+    try:
+        import ctypes
+    except ImportError:
+        return
+    ld_abs, jeq, ret = 0x20, 0x15, 0x06
+    deny, allow = 0x00050000 | errno.EOPNOTSUPP, 0x7FFF0000
+    program = [
+        (ld_abs, 0, 0, 4),  # the syscall's architecture
+        (jeq, 0, 4, AUDIT_ARCH_X86_64),  # another one: allow
+        (ld_abs, 0, 0, 0),  # the syscall's number
+        (jeq, 1, 0, FALLOCATE_NUMBERS[0]),
+        (jeq, 0, 1, FALLOCATE_NUMBERS[1]),
+        (ret, 0, 0, deny),
+        (ret, 0, 0, allow),
+    ]
+
+    class SockFilter(ctypes.Structure):
+        _fields_ = [
+            ("code", ctypes.c_ushort),
+            ("jt", ctypes.c_ubyte),
+            ("jf", ctypes.c_ubyte),
+            ("k", ctypes.c_uint),
+        ]
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+    filters = (SockFilter * len(program))(*[SockFilter(*op) for op in program])
+    _fallocate_filter = (
+        ctypes.CDLL(None, use_errno=True),
+        SockFprog(len(program), filters),
+        filters,
+    )
+
+
+def deny_fallocate():
+    """In a command's child: no new privileges, then the fallocate filter (best effort)."""
+    if _fallocate_filter is None:
+        return
+    import ctypes
+
+    libc, program, _ = _fallocate_filter
+    if libc.prctl(38, 1, 0, 0, 0) == 0:  # 38: PR_SET_NO_NEW_PRIVS
+        libc.prctl(22, 2, ctypes.byref(program), 0, 0)  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+
+
+def make_undumpable():
+    """PR_SET_DUMPABLE 0: /proc/1/mem, /proc/1/fd/* and ptrace need CAP_SYS_PTRACE from now on."""
+    try:
+        import ctypes
+
+        if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # 4: PR_SET_DUMPABLE
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+    except (ImportError, OSError, AttributeError) as e:
+        sys.stderr.write(f"warning: the tool server stays dumpable ({e})\n")
+
+
 def child_setup(read_fd, write_fd, cwd, disk_limit):
     """In the forked child: own session, stdin=/dev/null, stdout+stderr=pipe, default signals,
-    no file larger than `disk_limit` bytes (when set)."""
+    first in line for the OOM killer, no file larger than `disk_limit` bytes and no fallocate
+    (when a disk limit is set)."""
     signal.set_wakeup_fd(-1)
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
+    if disk_limit:
+        deny_fallocate()
     if disk_limit:
         resource.setrlimit(resource.RLIMIT_FSIZE, (disk_limit, disk_limit))
     os.setsid()
@@ -404,8 +488,20 @@ def write_file(request):
 
 
 def read_file(request):
-    with open(request["path"], "rb") as f:
-        return {"data": base64.b64encode(f.read()).decode("ascii")}
+    """A regular file's bytes (a link, FIFO or device is refused), at most `max_bytes` of them
+    (EFBIG past it), so a read can never block or exhaust this server's memory."""
+    fd = os.open(request["path"], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", request["path"])
+        max_bytes = request.get("max_bytes")
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise OSError(errno.EFBIG, f"{info.st_size} bytes, over {max_bytes}", request["path"])
+        data = f.read() if max_bytes is None else f.read(max_bytes + 1)
+        if max_bytes is not None and len(data) > max_bytes:
+            raise OSError(errno.EFBIG, f"over {max_bytes} bytes", request["path"])
+        return {"data": base64.b64encode(data).decode("ascii")}
 
 
 def handle(request, tools, disk_limit=0):
@@ -481,6 +577,8 @@ def main():
     # PID 1 gets only the signals it handles; keep it that way (no KeyboardInterrupt handler).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a full write fails with EFBIG instead
+    make_undumpable()
+    build_fallocate_filter()
     parser = argparse.ArgumentParser()
     parser.add_argument("--disk-limit", type=int, default=0)
     disk_limit = parser.parse_args().disk_limit

@@ -25,8 +25,11 @@ from deepswe_jax.verify.evaluation.store import PairKey
 PREDICTIONS_FILE = "predictions.jsonl"
 REPORT_FILE = "report.json"
 RUN_REPORT_FILE = "run_report.json"
-# Grading statuses the SWE-bench run report counts as errors (the harness produced no verdict).
-ERROR_STATUSES = frozenset({"apply_failed", "timeout", "infra_error"})
+# Grading statuses the SWE-bench run report counts as errors (the harness produced no verdict;
+# a refused or oversized patch never ran).
+ERROR_STATUSES = frozenset(
+    {"apply_failed", "timeout", "infra_error", "patch_refused", "patch_too_large"}
+)
 
 
 def run_directory(output_dir: str | os.PathLike, run_index: int) -> Path:
