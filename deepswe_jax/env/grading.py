@@ -128,6 +128,8 @@ class GradeResult:
             "resolved": self.resolved,
             "infra_failure": self.infra_error,
         }
+        if self.error:  # swebench's key for why (a timeout too); the grader knows, not guesses
+            entry["infra_failure_reason"] = self.error
         if self.status in ("resolved", "unresolved"):
             entry["tests_status"] = self.tests_status
         return {self.instance_id: entry}
@@ -315,6 +317,7 @@ def grade_patch(
 
     runtime = None
     session = None
+    applied = False  # what report.json says when a later step fails
     try:
         runtime = runtime_factory(task.image, run_label=run_label)
         runtime.start()
@@ -322,6 +325,7 @@ def grade_patch(
         if not is_empty:
             if not apply_patch(session, patch):
                 return result("apply_failed", applied=False, log=session.log)
+            applied = True
             if not restore_test_files(session, task):
                 error = "restoring test files failed"
                 return result("infra_error", applied=True, log=session.log, error=error)
@@ -336,7 +340,7 @@ def grade_patch(
         return result(status, applied=True, log=session.log, verdict=verdict, error=error)
     except Exception as e:  # Docker or container failure: say so, never score it as a wrong answer.
         log = session.log if session is not None else ""
-        return result("infra_error", applied=False, log=log, error=f"{type(e).__name__}: {e}")
+        return result("infra_error", applied=applied, log=log, error=f"{type(e).__name__}: {e}")
     finally:
         if runtime is not None:
             try:

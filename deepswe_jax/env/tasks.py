@@ -139,8 +139,8 @@ def load_tasks(path_or_dataset: Any, *, root: str | os.PathLike | None = None) -
 
     Raises:
       FileNotFoundError: the path does not exist.
-      TaskFormatError: a row is malformed (the message names the row and field), or there
-        are no rows.
+      TaskFormatError: a row is malformed (the message names the row and field), a SWE-bench
+        row could not be graded (`check_gradable`), or there are no rows.
     """
     if isinstance(path_or_dataset, (str, os.PathLike)):
         path = Path(path_or_dataset).expanduser().resolve()
@@ -175,7 +175,24 @@ def load_tasks(path_or_dataset: Any, *, root: str | os.PathLike | None = None) -
                 "instance ids must be unique"
             )
         seen[task.instance_id] = i
+    check_gradable(tasks)
     return tasks
+
+
+def check_gradable(tasks: Iterable[Task]) -> None:
+    """Refuses, when the tasks load rather than once containers are up, a SWE-bench row whose
+    tests could not be run or read (`harness_swebench.check_gradable`), naming the row."""
+    for i, task in enumerate(tasks):
+        if task.layout != "swebench" or task.expected_output_json is not None:
+            continue
+        # Imported here: harness_swebench reads Task from this module.
+        from deepswe_jax.env.harness_swebench import SwebenchRowError
+        from deepswe_jax.env.harness_swebench import check_gradable as check_row
+
+        try:
+            check_row(task)
+        except SwebenchRowError as e:
+            raise TaskFormatError(f"row {i} cannot be graded: {e}") from e
 
 
 def task_from_row(

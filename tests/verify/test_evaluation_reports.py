@@ -4,6 +4,7 @@ empty_patch / error) and its per-instance report.json entries."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
@@ -90,3 +91,38 @@ def test_a_harness_report_is_written_as_it_is(tmp_path):
     entries = reports.instance_reports(["calc-1", "sw-1"], trajectories, 0)
     assert entries["calc-1"]["resolved"] and entries["calc-1"]["patch_successfully_applied"]
     assert entries["sw-1"] == harness_entry
+
+
+def swebench_run_report_keys(tmp_path) -> set[str]:
+    """The keys swebench's own make_run_report writes (no Docker client: no container keys)."""
+    from swebench.harness.reporting import make_run_report
+
+    predictions = {"x-1": {"instance_id": "x-1", "model_name_or_path": "m", "model_patch": ""}}
+    path = make_run_report(predictions, [{"instance_id": "x-1"}], "keys", report_dir=tmp_path)
+    return set(json.loads(path.read_text()))
+
+
+def test_run_report_has_every_key_of_swebench_and_classifies_failures(tmp_path):
+    """Every key of swebench 5.0.2's make_run_report; failures are classified by swebench's
+    signatures in the grading log (a Docker daemon error: environment; no tests collected:
+    ambiguous), and our grader's infra_error counts as an environment failure."""
+    trajectories = {(i, 0): graded(i, s, f"diff {i}") for i, s in STATUSES.items() if s}
+    nothing_ran = dataclasses.replace(
+        trajectories["b-1", 0].grade, test_log="$ pytest\ncollected 0 items\n"
+    )
+    trajectories["b-1", 0] = dataclasses.replace(trajectories["b-1", 0], grade=nothing_ran)
+    daemon = dataclasses.replace(
+        trajectories["d-1", 0].grade, test_log="Error response from daemon: no such container"
+    )
+    trajectories["d-1", 0] = dataclasses.replace(trajectories["d-1", 0], grade=daemon)
+    ids = sorted(i for i, _ in trajectories)
+    report = reports.run_report(ids, trajectories, 0)
+    assert set(report) == swebench_run_report_keys(tmp_path / "swebench")
+    assert report["infra_failure_ids"] == ["d-1", "f-1"]
+    assert report["ambiguous_failure_ids"] == ["b-1"]
+    assert report["failure_reasons"] == {
+        "b-1": "no_tests_collected",
+        "d-1": "container_unavailable",
+        "f-1": "infra_error",
+    }
+    assert (report["infra_failure_instances"], report["ambiguous_failure_instances"]) == (2, 1)
