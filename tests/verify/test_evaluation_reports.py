@@ -7,9 +7,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
+
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
 from deepswe_jax.env.grading import GradeResult
-from deepswe_jax.verify.evaluation import reports
+from deepswe_jax.verify.evaluation import reports, summary
 from tests.agent.test_trajectory_records import DICT_GRADE_LINE, make_trajectory
 
 
@@ -126,3 +128,13 @@ def test_run_report_has_every_key_of_swebench_and_classifies_failures(tmp_path):
         "f-1": "infra_error",
     }
     assert (report["infra_failure_instances"], report["ambiguous_failure_instances"]) == (2, 1)
+
+
+def test_an_evaluation_with_only_infrastructure_failures_is_an_error():
+    """launch/evaluate.py exits 1 (summary.check_some_graded) when no patch got a verdict,
+    naming the first failure; one graded pair is enough to report numbers."""
+    failed = {(i, 0): graded(i, "infra_error") for i in ("a-1", "b-1")}
+    with pytest.raises(RuntimeError, match="every one of the 2 grades.*a-1: docker died"):
+        summary.check_some_graded(summary.summarize(["a-1", "b-1"], failed, 1))
+    failed["b-1", 0] = graded("b-1", "unresolved")
+    summary.check_some_graded(summary.summarize(["a-1", "b-1"], failed, 1))
