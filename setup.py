@@ -6,7 +6,14 @@ setup(
     description="Reinforcement learning of software-engineering agents (DeepSWE, SWE-Gym) in JAX.",
     python_requires=">=3.10",
     packages=find_packages(include=["deepswe_jax", "deepswe_jax.*"]),
-    package_data={"deepswe_jax.env": ["tools/*.py", "tools/r2egym/*.py"]},
+    package_data={
+        "deepswe_jax.env": [
+            "tools/*.py",
+            "tools/r2egym/*.py",
+            "conda_standin/bin/*",
+            "conda_standin/etc/profile.d/*",
+        ]
+    },
     install_requires=[
         "jax>=0.10.2",
         "flax>=0.12.8",

@@ -26,8 +26,8 @@ NOT_A_DIFF = "this is not a diff\n"
 
 
 @pytest.fixture(scope="module")
-def django(docker_client, base_image, tmp_path_factory) -> Row:
-    return django_row(docker_client, base_image, tmp_path_factory.mktemp("django"))
+def django(docker_client, base_image) -> Row:
+    return django_row(docker_client, base_image)
 
 
 def evaluate(*flags: str) -> subprocess.CompletedProcess:
