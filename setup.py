@@ -32,6 +32,8 @@ setup(
         "pyyaml>=6.0",
         # SWE-bench rows are graded with its eval scripts, log parsers and reports (5.0.2 tested).
         "swebench>=5.0.2",
+        # The R2E-Gym interface's editor decodes files as R2E-Gym's did (swebench needs any chardet).
+        "chardet==5.2.0",
     ],
     extras_require={
         "dev": [

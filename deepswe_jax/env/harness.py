@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from deepswe_jax.env.tasks import Task
+from deepswe_jax.env.task_record import Task
 
 PASSING = frozenset({"PASSED", "XFAIL"})
 SUMMARY_STATUSES = ("PASSED", "FAILED", "ERROR", "XFAIL", "XPASS", "SKIPPED")

@@ -39,7 +39,7 @@ from typing import Any
 
 from deepswe_jax.env.harness import Verdict, empty_tests_status
 from deepswe_jax.env.swebench_specs import eval_directives, repo_spec
-from deepswe_jax.env.tasks import Task
+from deepswe_jax.env.task_record import Task
 
 TESTBED = "/testbed"
 PYTEST_CMD = "pytest -rA"
