@@ -138,3 +138,25 @@ def test_an_evaluation_with_only_infrastructure_failures_is_an_error():
         summary.check_some_graded(summary.summarize(["a-1", "b-1"], failed, 1))
     failed["b-1", 0] = graded("b-1", "unresolved")
     summary.check_some_graded(summary.summarize(["a-1", "b-1"], failed, 1))
+
+
+def test_shards_of_a_predictions_file_merge_without_selectors(tmp_path):
+    """Shards evaluated without Best@k selectors (a predictions file has none) merge into the
+    run files of the whole task set."""
+    from deepswe_jax.env.tasks import load_tasks
+    from deepswe_jax.verify.evaluation import shards, store
+    from tests.verify.test_evaluation_run import TASKS_FILE
+
+    tasks = load_tasks(TASKS_FILE)[:3]
+    identity = {"policy": "predictions", "model_name_or_path": "m", "predictions_sha256": "0"}
+    for process_id in (0, 1):
+        shard_dir, mine = shards.prepare_shard(
+            tasks, tmp_path, process_id, 2, identity=identity, num_runs=1, selectors=(), seed=0
+        )
+        for task in mine:
+            trajectory = dataclasses.replace(graded(task.instance_id, "resolved"), rollout_index=0)
+            store.trajectory_store(shard_dir).add(trajectory, trajectory.to_json())
+    merged = shards.merge_shards(tmp_path)
+    assert merged["num_tasks"] == 3 and merged["pass_at_1"] == 1.0
+    run_report = json.loads((tmp_path / "run_00" / reports.RUN_REPORT_FILE).read_text())
+    assert run_report["resolved_ids"] == [task.instance_id for task in tasks]
