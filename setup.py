@@ -6,7 +6,14 @@ setup(
     description="Reinforcement learning of software-engineering agents (DeepSWE, SWE-Gym) in JAX.",
     python_requires=">=3.10",
     packages=find_packages(include=["deepswe_jax", "deepswe_jax.*"]),
-    package_data={"deepswe_jax.env": ["tools/*.py", "tools/r2egym/*.py"]},
+    package_data={
+        "deepswe_jax.env": [
+            "tools/*.py",
+            "tools/r2egym/*.py",
+            "conda_standin/bin/*",
+            "conda_standin/etc/profile.d/*",
+        ]
+    },
     install_requires=[
         "jax>=0.10.2",
         "flax>=0.12.8",
@@ -25,6 +32,8 @@ setup(
         "pyyaml>=6.0",
         # SWE-bench rows are graded with its eval scripts, log parsers and reports (5.0.2 tested).
         "swebench>=5.0.2",
+        # The R2E-Gym interface's editor decodes files as R2E-Gym's did (swebench needs any chardet).
+        "chardet==5.2.0",
     ],
     extras_require={
         "dev": [

@@ -4,6 +4,10 @@
   python launch/evaluate.py --policy=gold --output_dir=/tmp/eval_gold
   python launch/evaluate.py --policy=empty --output_dir=/tmp/eval_empty
 
+  # any agent's SWE-bench predictions (.jsonl, or .json: a list, or mini-swe-agent's preds.json)
+  python launch/evaluate.py --predictions=preds.json --tasks=tasks/tasks.jsonl \
+      --output_dir=/tmp/eval_preds
+
   # a policy (Orbax checkpoint, training checkpoints/ folder or HF directory) in the JaxSampler
   python launch/evaluate.py --policy=/tmp/tiny_run/checkpoints --config=configs/tiny.py \\
       --num_runs=8 --temperature=1.0 --max_steps=100 --output_dir=/tmp/eval_tiny
@@ -25,7 +29,8 @@ shard is named, with the process to run or resume):
 Run again with the same --output_dir to resume an interrupted evaluation. Outputs (see
 deepswe_jax.verify.evaluation): run_XX/predictions.jsonl for the SWE-bench harness,
 run_XX/report.json, run_XX/run_report.json, trajectories.jsonl, summary.json and curves.png
-(pass@k, and with --select the Best@k curves).
+(pass@k, and with --select the Best@k curves). The exit status is 1 when every grade was an
+infrastructure failure (no verdict on any patch), with the first failure's reason.
 """
 
 import logging
@@ -47,11 +52,16 @@ from ml_collections import config_flags  # noqa: E402
 from configs import common  # noqa: E402
 from deepswe_jax import cli, experiment  # noqa: E402
 from deepswe_jax.parallel.distributed import launched_process_shard  # noqa: E402
+from deepswe_jax.verify.evaluation.predictions import (  # noqa: E402
+    predicted_tasks,
+    read_predictions,
+)
 from deepswe_jax.verify.evaluation.run import (  # noqa: E402
     FIXED_PATCH_POLICIES,
     load_eval_tasks,
 )
 from deepswe_jax.verify.evaluation.shards import merge_shards  # noqa: E402
+from deepswe_jax.verify.evaluation.summary import check_some_graded  # noqa: E402
 from deepswe_jax.verify.select import SELECTORS  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -62,6 +72,13 @@ _CONFIG = config_flags.DEFINE_config_file(
 )
 _POLICY = flags.DEFINE_string(
     "policy", None, "'gold', 'empty', or a policy directory (Orbax checkpoint or HF model)."
+)
+_PREDICTIONS = flags.DEFINE_string(
+    "predictions",
+    None,
+    "Grade a SWE-bench predictions file instead of running a policy: .jsonl rows, or .json (a "
+    "list, or an object keyed by instance_id) with instance_id, model_name_or_path and "
+    "model_patch. Its tasks must be in --tasks.",
 )
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where outputs go; reuse it to resume.")
 _TASKS = flags.DEFINE_string("tasks", None, "Task file (default: config.env.tasks).")
@@ -112,9 +129,13 @@ def main(argv: list[str]) -> None:
         merge_shards(_OUTPUT_DIR.value)
         return
     policy = _POLICY.value
-    if policy is None:
-        raise app.UsageError("--policy is required: 'gold', 'empty' or a policy directory")
-    if _CONFIG.value is None and policy not in FIXED_PATCH_POLICIES:
+    if (policy is None) == (_PREDICTIONS.value is None):
+        raise app.UsageError(
+            "pass either --policy ('gold', 'empty' or a policy directory) or --predictions=FILE"
+        )
+    if _PREDICTIONS.value is not None and _NUM_RUNS.value != 1:
+        raise app.UsageError("--predictions grades one run per task; leave --num_runs at 1")
+    if _CONFIG.value is None and policy not in (*FIXED_PATCH_POLICIES, None):
         raise app.UsageError(
             "a model policy needs --config=configs/<experiment>.py (agent limits, sampler, mesh)"
         )
@@ -131,8 +152,11 @@ def main(argv: list[str]) -> None:
     if _MAX_ENVS.value is not None:
         config.env.max_envs = _MAX_ENVS.value
     tasks = load_eval_tasks(_TASKS.value or config.env.tasks, _INSTANCE_IDS.value)
+    if _PREDICTIONS.value is not None:
+        policy = read_predictions(_PREDICTIONS.value)
+        tasks = predicted_tasks(tasks, policy, only=bool(_INSTANCE_IDS.value))
     process_id, num_processes = launched_process_shard(_NUM_PROCESSES.value, _PROCESS_ID.value)
-    experiment.run_evaluation(
+    summary = experiment.run_evaluation(
         config,
         policy,
         _OUTPUT_DIR.value,
@@ -145,6 +169,7 @@ def main(argv: list[str]) -> None:
         process_id=process_id,
         num_processes=num_processes,
     )
+    check_some_graded(summary)
     if num_processes > 1:
         print(
             f"shard {process_id} of {num_processes} done; once every process has finished: "

@@ -4,7 +4,7 @@ Sources: rLLM@709dec4 (rllm/agents/swe_agent.py `parse_xml_response`, `SWEAgent.
 rllm/environments/swe/swe.py `SWEEnv.step`) over R2E-Gym@353348a (agenthub/action/action.py
 `Action.from_string`, observation/observation.py `Observation.__str__`, environment/env.py
 `RepoEnv.step`, runtime/docker.py `get_task_instruction`). Our own code, checked against the
-original's recorded observations (tests/agent/test_r2egym_replay.py).
+original's recorded observations (tests/agent/test_r2egym_docker.py).
 
 - First messages: the file's system prompt verbatim; the instance template filled with the
   issue (only the part inside [ISSUE]...[/ISSUE] when it is tagged), then

@@ -73,6 +73,8 @@ class GradeResult:
             "resolved": self.resolved or self.suspected_forgery,
             "infra_failure": self.infra_error,
         }
+        if self.error:  # swebench's key for why (a timeout too); the grader knows, not guesses
+            entry["infra_failure_reason"] = self.error
         if self.status in ("resolved", "unresolved"):
             entry["tests_status"] = self.tests_status
         return {self.instance_id: entry}

@@ -302,6 +302,7 @@ def grade_patch(
 
     runtime = None
     session = None
+    applied = False  # what report.json says when a later step fails
     try:
         runtime = runtime_factory(task.image, run_label=run_label)
         runtime.start()
@@ -311,6 +312,7 @@ def grade_patch(
                 return refused
             if not apply_patch(session, patch):
                 return result("apply_failed", applied=False, log=session.log)
+            applied = True
             if not restore_test_files(session, task):
                 error = "restoring test files failed"
                 return result("infra_error", applied=True, log=session.log, error=error)
@@ -341,7 +343,7 @@ def grade_patch(
         return result("unresolved", applied=True, log=log, error=str(e))
     except Exception as e:  # Docker or container failure: say so, never score it as a wrong answer.
         log = session.log if session is not None else ""
-        return result("infra_error", applied=False, log=log, error=f"{type(e).__name__}: {e}")
+        return result("infra_error", applied=applied, log=log, error=f"{type(e).__name__}: {e}")
     finally:
         if runtime is not None:
             try:

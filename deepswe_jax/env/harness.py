@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from deepswe_jax.env.tasks import Task
+from deepswe_jax.env.task_record import Task
 from deepswe_jax.env.tools import PYTEST_RECORD_PATH
 
 PASSING = frozenset({"PASSED", "XFAIL"})

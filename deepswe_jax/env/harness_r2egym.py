@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from deepswe_jax.env.harness import Verdict, default_test_cmd, empty_tests_status, summary_lines
 from deepswe_jax.env.layouts import R2E_PATH
-from deepswe_jax.env.tasks import Task
+from deepswe_jax.env.task_record import Task
 
 R2E_STATUSES = ("PASSED", "FAILED", "ERROR")  # in the order R2E-Gym's parser tests them
 RUN_TESTS_CMD = (

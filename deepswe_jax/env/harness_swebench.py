@@ -15,13 +15,15 @@ failures stay ours (`grading.grade_patch`).
   `eval_type`, and decides the resolution (get_resolution_status == RESOLVED_FULL: skipped
   PASS_TO_PASS tests count as kept). Its report is the GradeResult's report.json entry.
 
-Rows without `eval_script` (datasets from before swebench 5) get a script of the same shape
-built here: the conda activation, the reset of the test patch's files, the test patch, and
-`task.test_cmd` or `pytest -rA <test files of the test patch>` between the markers, read with
-swebench's parser for the repository (MAP_REPO_TO_PARSER_PY). swebench 5 no longer ships the
-per-repository specs that older rows relied on, so such a row's per-repository test options
-and pre-test commands are not reproduced; repositories whose tests are not pytest's (Django,
-sympy) need the row's eval_script and are refused.
+Rows without `eval_script` (datasets from before swebench 5) get the script swebench 4.x
+built (`make_eval_script_list_py`): the conda activation, the repository's eval commands and
+install (`swebench_specs.repo_spec`: Django's locale and re-install, sympy's re-install), the
+reset of the test patch's files, the test patch, and the repository's test command with the
+test patch's directives (Django's runtests.py module labels, sympy's bin/test paths, pytest
+options per repository; `task.test_cmd` replaces it) between the markers, read with swebench's
+parser for the repository (MAP_REPO_TO_PARSER_PY). A row that still cannot be graded (a
+non-pytest parser swebench 4.x had no spec for, an unknown parser or eval type) is refused
+when the task file loads (`check_gradable`).
 
 swebench is imported on first use (its harness package takes seconds to import).
 """
@@ -30,23 +32,28 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import tempfile
 import types
 from dataclasses import dataclass
 from typing import Any
 
 from deepswe_jax.env.harness import Verdict, empty_tests_status
-from deepswe_jax.env.tasks import Task
+from deepswe_jax.env.swebench_specs import eval_directives, repo_spec
+from deepswe_jax.env.task_record import Task
 
 TESTBED = "/testbed"
+PYTEST_CMD = "pytest -rA"
 ACTIVATE = ("source /opt/miniconda3/bin/activate", "conda activate testbed")
-DEFAULT_TEST_CMD = "pytest -rA"
 # How swebench's pytest-family parsers are named; other parsers read other runners' output.
 PYTEST_PARSERS = frozenset(
-    {"parse_log_pytest", "parse_log_pytest_options", "parse_log_pytest_v2", "parse_log_matplotlib"}
+    {
+        "parse_log_pytest",
+        "parse_log_pytest_options",
+        "parse_log_pytest_v2",
+        "parse_log_matplotlib",
+        "parse_log_seaborn",
+    }
 )
-_DIFF_TARGET = re.compile(r"^\+\+\+ b/(.*?)(?:\t.*)?$", re.MULTILINE)
 
 
 class SwebenchRowError(ValueError):
@@ -103,21 +110,29 @@ def legacy_log_parser(task: Task) -> str:
     return parser.__name__ if parser is not None else "parse_log_pytest"
 
 
-def directives(test_patch: str) -> list[str]:
-    """The files a test patch writes, without data files (swebench's NON_TEST_EXTS)."""
+def legacy_test_command(task: Task) -> str:
+    """`task.test_cmd`, else swebench 4.x's test command of the repository (pytest -rA where it
+    had no other) followed by the test patch's directives."""
+    if task.test_cmd:
+        return task.test_cmd
+    spec = repo_spec(task.repo, task.version)
     non_test = tuple(_swebench().constants.NON_TEST_EXTS)
-    return [path for path in _DIFF_TARGET.findall(test_patch) if not path.endswith(non_test)]
+    test_cmd = spec.test_cmd if spec is not None else PYTEST_CMD
+    return " ".join([test_cmd, *eval_directives(task.repo, task.test_patch, non_test)])
 
 
 def legacy_eval_script(task: Task) -> str:
-    """An eval script of swebench's shape for a row that has none (see the module docstring).
+    """The eval script swebench 4.x's make_eval_script_list_py built for a row without one
+    (see the module docstring).
 
     Raises:
-      SwebenchRowError: the repository's tests are not pytest's and the row has no test_cmd.
+      SwebenchRowError: swebench 4.x had no spec for the repository, its tests are not
+        pytest's, and the row has no test_cmd.
     """
     sw = _swebench()
     parser = task.log_parser or legacy_log_parser(task)
-    if parser not in PYTEST_PARSERS and not task.test_cmd:
+    spec = repo_spec(task.repo, task.version)
+    if spec is None and parser not in PYTEST_PARSERS and not task.test_cmd:
         raise SwebenchRowError(
             f"{task.instance_id} ({task.repo}) has no eval_script, and {task.repo}'s tests do "
             f"not run under pytest (swebench reads them with {parser}); load the swebench >= 5 "
@@ -126,22 +141,42 @@ def legacy_eval_script(task: Task) -> str:
         )
     modified = sw.swebench_utils.get_modified_files(task.test_patch) if task.test_patch else []
     reset = f"git checkout {task.base_commit} {' '.join(modified)}" if modified else "true"
-    if task.test_cmd:
-        test_command = task.test_cmd
-    else:
-        test_command = " ".join([DEFAULT_TEST_CMD, *directives(task.test_patch)])
-    lines = [*ACTIVATE, f"cd {TESTBED}", f"git config --global --add safe.directory {TESTBED}"]
-    lines += [f"git -c core.fileMode=false diff {task.base_commit}", reset]
+    lines = [*ACTIVATE, f"cd {TESTBED}", *(spec.eval_commands if spec else ())]
+    lines += [f"git config --global --add safe.directory {TESTBED}", f"cd {TESTBED}"]
+    lines += ["git status", "git show", f"git -c core.fileMode=false diff {task.base_commit}"]
+    lines += [*ACTIVATE, *([spec.install] if spec and spec.install else []), reset]
     if task.test_patch.strip():
         delimiter = sw.swebench_utils.generate_heredoc_delimiter(task.test_patch)
         lines.append(f"git apply -v - <<'{delimiter}'\n{task.test_patch}\n{delimiter}")
     lines += [
         f": '{sw.constants.START_TEST_OUTPUT}'",
-        test_command,
+        legacy_test_command(task),
         f": '{sw.constants.END_TEST_OUTPUT}'",
         reset,
     ]
     return "\n".join(["#!/bin/bash", "set -uxo pipefail", *lines]) + "\n"
+
+
+def check_gradable(task: Task) -> None:
+    """Raises SwebenchRowError, saying what to change, when grading could not run or read
+    `task`'s tests: no eval script can be built, or its log_parser or eval_type is unknown."""
+    sw = _swebench()
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+
+    if task.log_parser and task.log_parser not in PARSER_REGISTRY:
+        raise SwebenchRowError(
+            f"{task.instance_id}: log_parser {task.log_parser!r} is not one of swebench's "
+            f"parsers (swebench.harness.log_parsers.PARSER_REGISTRY, e.g. parse_log_pytest); "
+            "fix the row's log_parser or leave it empty to use the repository's"
+        )
+    eval_types = {member.value for member in sw.constants.EvalType}
+    if task.eval_type and task.eval_type not in eval_types:
+        raise SwebenchRowError(
+            f"{task.instance_id}: eval_type {task.eval_type!r} is not one of "
+            f"{sorted(eval_types)}; fix the row's eval_type or leave it empty"
+        )
+    if not task.eval_script:
+        legacy_eval_script(task)
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,15 @@ The rendering of that pair for the model lives with the agent (`agent.r2egym`).
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import io
 import re
 import shlex
+import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Protocol
 
@@ -46,6 +51,11 @@ EXEC_GRACE_S = 5.0
 INSTALL_TIMEOUT_S = 60.0
 ANSI_AND_CR = re.compile(r"\x1b\[[0-9;]*m|\r")
 FINISH_COMMAND = "echo '<<<Finished>>>'"
+# R2E-Gym's editor decodes files with chardet, which R2E-Gym's images have in the repository's
+# environment; ours get the host's chardet (this version) where the editor finds it.
+CHARDET_VERSION = "5.2.0"
+VENDOR_DIR = "/usr/local/lib/r2egym-tools"  # the editor script's VENDOR_DIR
+CHARDET_ARCHIVE = "/tmp/r2egym-chardet.tar.gz"
 
 
 class CommandEnv(Protocol):
@@ -97,9 +107,10 @@ def command_line(name: str, params: Mapping[str, str]) -> str:
 
 def shell_command(name: str, params: Mapping[str, str], timeout: float) -> str:
     """The bash command that runs a call the way R2E-Gym's DockerRuntime.run does: through
-    `/bin/sh -c "timeout T <command line> "` with PATH=R2EGYM_PATH."""
+    `/bin/sh -c "timeout T <command line> "` with PATH=R2EGYM_PATH. SHLVL, which the bash
+    running this exports, is removed: docker exec starts /bin/sh without it."""
     line = f"timeout {timeout:g} {command_line(name, params)} "
-    return f"exec env PATH={R2EGYM_PATH} /bin/sh -c {shlex.quote(line)}"
+    return f"exec env -u SHLVL PATH={R2EGYM_PATH} /bin/sh -c {shlex.quote(line)}"
 
 
 def answer(result: ExecResult, timeout: float) -> ToolAnswer:
@@ -115,18 +126,48 @@ def answer(result: ExecResult, timeout: float) -> ToolAnswer:
     return ToolAnswer(ANSI_AND_CR.sub("", result.output), "0", result.duration_s)
 
 
-async def install_tools(env: CommandEnv) -> None:
-    """Install the R2E-Gym tools in `env`'s container as /usr/local/bin/<name> (mode 755) in
-    place of ours (RepoEnv.add_commands); `submit`, which R2E-Gym does not install, is removed.
+@functools.cache
+def chardet_archive() -> bytes:
+    """A tar of the host's chardet package (pure Python), to be unpacked in VENDOR_DIR.
 
     Raises:
-      ToolInstallError: making them executable failed.
+      ToolInstallError: chardet is missing, or not the version R2E-Gym's editor ran with.
+    """
+    try:
+        version = metadata.version("chardet")
+    except metadata.PackageNotFoundError:
+        version = None
+    spec = importlib.util.find_spec("chardet")
+    if version != CHARDET_VERSION or spec is None or spec.origin is None:
+        raise ToolInstallError(
+            f"the R2E-Gym interface decodes files with chardet {CHARDET_VERSION}, as R2E-Gym's "
+            f"editor did (found {version}); install it: pip install chardet=={CHARDET_VERSION}"
+        )
+    package = Path(spec.origin).parent
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for path in sorted(package.rglob("*.py")):
+            archive.add(path, arcname=f"chardet/{path.relative_to(package)}")
+    return buffer.getvalue()
+
+
+async def install_tools(env: CommandEnv) -> None:
+    """Install the R2E-Gym tools in `env`'s container as /usr/local/bin/<name> (mode 755) in
+    place of ours (RepoEnv.add_commands), and chardet (`chardet_archive`) in VENDOR_DIR;
+    `submit`, which R2E-Gym does not install, is removed.
+
+    Raises:
+      ToolInstallError: chardet is missing on this host, or making the tools executable failed.
       EnvironmentUnavailableError: the container stopped answering.
     """
     targets = [f"{INSTALL_DIR}/{name}" for name in TOOL_NAMES]
     for name, target in zip(TOOL_NAMES, targets, strict=True):
         await env.write_file(target, (SCRIPTS_DIR / f"{name}.py").read_bytes())
-    command = f"chmod 755 {' '.join(targets)} && rm -f {INSTALL_DIR}/submit"
+    await env.write_file(CHARDET_ARCHIVE, chardet_archive())
+    command = (
+        f"chmod 755 {' '.join(targets)} && rm -f {INSTALL_DIR}/submit && mkdir -p {VENDOR_DIR} "
+        f"&& tar -xzf {CHARDET_ARCHIVE} -C {VENDOR_DIR} && rm -f {CHARDET_ARCHIVE}"
+    )
     result = await env.run(command, timeout=INSTALL_TIMEOUT_S)
     if result.exit_code != 0:
         raise ToolInstallError(

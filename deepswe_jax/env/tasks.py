@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -44,63 +43,11 @@ from deepswe_jax.env.r2egym_rows import (
     r2e_is_test_file,
     r2e_problem_statement,
 )
+from deepswe_jax.env.task_record import Task as Task  # re-exported
+from deepswe_jax.env.task_record import TaskFormatError as TaskFormatError  # re-exported
 
 # Only "tests": packages named test/ or testing/ are often library code (django.test, numpy.testing).
 TEST_DIR_NAMES = frozenset({"tests"})
-
-
-class TaskFormatError(ValueError):
-    """A task row is missing a field or has a field of the wrong shape."""
-
-
-@dataclass(frozen=True)
-class Task:
-    """One repository at a base commit, an issue, and the tests that grade a fix.
-
-    `FAIL_TO_PASS` / `PASS_TO_PASS` are pytest node ids relative to the
-    repository root (e.g. "tests/test_parse.py::test_iso_week"). `source` is an
-    absolute path after loading (or None when the image comes from a registry).
-    `expected_output_json` (R2E-Gym) maps test names to statuses; when set,
-    grading requires the parsed statuses to equal it exactly. `layout` names the image's
-    layout (`layouts.LAYOUTS`: where its Python environment is and how it is activated).
-    `eval_script`, `log_parser` and `eval_type` are a swebench >= 5 row's own (its eval
-    script, the name of its log parser in swebench's PARSER_REGISTRY, pass_and_fail or
-    fail_only); empty for other rows.
-    """
-
-    instance_id: str
-    repo: str
-    base_commit: str
-    problem_statement: str
-    patch: str
-    test_patch: str
-    FAIL_TO_PASS: tuple[str, ...]
-    PASS_TO_PASS: tuple[str, ...]
-    image: str
-    source: str | None = None
-    test_cmd: str | None = None
-    expected_output_json: dict | None = None
-    hints_text: str = ""
-    version: str = ""
-    created_at: str = ""
-    layout: str = "deepswe"
-    eval_script: str = ""
-    log_parser: str = ""
-    eval_type: str = ""
-
-    def __post_init__(self):
-        if self.layout not in LAYOUTS:
-            raise TaskFormatError(
-                f"task {self.instance_id}: unknown layout {self.layout!r}; "
-                f"use one of {', '.join(LAYOUTS)}"
-            )
-
-    def to_row(self) -> dict[str, Any]:
-        """JSON-serializable row (lists for the test ids) that `load_tasks` reads back."""
-        row = asdict(self)
-        row["FAIL_TO_PASS"] = list(self.FAIL_TO_PASS)
-        row["PASS_TO_PASS"] = list(self.PASS_TO_PASS)
-        return row
 
 
 def is_test_path(path: str) -> bool:
@@ -139,8 +86,8 @@ def load_tasks(path_or_dataset: Any, *, root: str | os.PathLike | None = None) -
 
     Raises:
       FileNotFoundError: the path does not exist.
-      TaskFormatError: a row is malformed (the message names the row and field), or there
-        are no rows.
+      TaskFormatError: a row is malformed (the message names the row and field), a SWE-bench
+        row could not be graded (`check_gradable`), or there are no rows.
     """
     if isinstance(path_or_dataset, (str, os.PathLike)):
         path = Path(path_or_dataset).expanduser().resolve()
@@ -175,7 +122,24 @@ def load_tasks(path_or_dataset: Any, *, root: str | os.PathLike | None = None) -
                 "instance ids must be unique"
             )
         seen[task.instance_id] = i
+    check_gradable(tasks)
     return tasks
+
+
+def check_gradable(tasks: Iterable[Task]) -> None:
+    """Refuses, when the tasks load rather than once containers are up, a SWE-bench row whose
+    tests could not be run or read (`harness_swebench.check_gradable`), naming the row."""
+    for i, task in enumerate(tasks):
+        if task.layout != "swebench" or task.expected_output_json is not None:
+            continue
+        # Imported here: harness_swebench reads Task from this module.
+        from deepswe_jax.env.harness_swebench import SwebenchRowError
+        from deepswe_jax.env.harness_swebench import check_gradable as check_row
+
+        try:
+            check_row(task)
+        except SwebenchRowError as e:
+            raise TaskFormatError(f"row {i} cannot be graded: {e}") from e
 
 
 def task_from_row(

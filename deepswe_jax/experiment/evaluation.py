@@ -33,6 +33,7 @@ from deepswe_jax.experiment.model import (
 from deepswe_jax.experiment.settings import episode_settings
 from deepswe_jax.experiment.training import serving_sampler
 from deepswe_jax.verify.evaluation import run, scoring
+from deepswe_jax.verify.evaluation.predictions import PREDICTIONS_POLICY, PredictionsPolicy
 from deepswe_jax.verify.evaluation.run import FIXED_PATCH_POLICIES, AgentPolicy
 from deepswe_jax.verify.expert import collect_expert_trajectories
 from deepswe_jax.verify.select import SELECTOR_SCORES, SELECTORS
@@ -90,7 +91,7 @@ def make_scorer(
 
 def run_evaluation(
     config: ml_collections.ConfigDict,
-    policy: str,
+    policy: str | PredictionsPolicy,
     output_dir: str | os.PathLike,
     *,
     tasks: Sequence[Task],
@@ -108,10 +109,11 @@ def run_evaluation(
     (loaded once the output directory's settings are checked), and the scorer `selectors`
     need (execution checks run on the pool's backend). Returns the summary.
 
-    policy: 'gold', 'empty' or a policy directory. model_name: default `policy` for gold /
-    empty, else the directory's name. process_id / num_processes: this process's share.
+    policy: 'gold', 'empty', a predictions file's patches or a policy directory. model_name:
+    default `policy` for gold / empty, the file's model_name_or_path for predictions, else the
+    directory's name. process_id / num_processes: this process's share.
     """
-    agent_runs = policy not in FIXED_PATCH_POLICIES
+    agent_runs = not (isinstance(policy, PredictionsPolicy) or policy in FIXED_PATCH_POLICIES)
     check_evaluation_config(
         config, num_runs=num_runs, grade_concurrency=grade_concurrency, agent_runs=agent_runs
     )
@@ -127,7 +129,11 @@ def run_evaluation(
         run_label=run_label,
         runtime_factory=grading_runtime_factory(config, pool),  # its disk limit
     )
-    if policy in FIXED_PATCH_POLICIES:
+    if isinstance(policy, PredictionsPolicy):
+        policy_name = PREDICTIONS_POLICY
+        model_name = model_name or policy.model_name
+        load_policy = policy
+    elif policy in FIXED_PATCH_POLICIES:
         policy_name = policy
         model_name = model_name or policy
         load_policy = policy

@@ -74,7 +74,7 @@ def test_call_lines_quote_values_and_put_command_first():
     )
     assert command_line("finish", {"command": "submit"}) == "echo '<<<Finished>>>'"
     assert shell_command("search", {"search_term": "x"}, 90.0) == (
-        "exec env PATH=/root/.venv/bin:/root/.local/bin:/root/.cargo/bin:/usr/local/sbin:"
+        "exec env -u SHLVL PATH=/root/.venv/bin:/root/.local/bin:/root/.cargo/bin:/usr/local/sbin:"
         "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin /bin/sh -c "
         "'timeout 90 search --search_term x '"
     )

@@ -1,12 +1,10 @@
-"""Small images with the official layouts, built here from the Debian base (no registry), and
-the task rows that go with them (tests/env/test_layouts.py).
+"""Small images with the official layouts, built from the repositories in layout_images/ by
+`deepswe_jax.env.official_images.build_layout_image` (what `launch/build_images.py --layout`
+runs), and the task rows that go with them (tests/env/test_layouts.py).
 
-SWE-bench-style (one image per row, like swebench's instance images): /testbed at the base
-commit, /opt/miniconda3 with `bin/activate` and `conda activate` stand-ins (layout_images/conda),
-the base environment on PATH and a `testbed` environment (a venv) holding a dependency the base
-lacks and the repository installed in it (a .pth file, as `pip install -e .` writes), `conda
-activate testbed` in /root/.bashrc, and an untracked egg-info in /testbed as that install leaves. The rows are swebench >= 5 rows: their eval_script has the shape of
-the dataset's (activation, reset of the test files, test patch in a heredoc, the test command
+SWE-bench-style (one image per row, like swebench's instance images; the layout is described in
+official_images): the rows are swebench >= 5 rows: their eval_script has the shape of the
+dataset's (activation, reset of the test files, test patch in a heredoc, the test command
 between the ">>>>> Start/End Test Output" markers).
 
   django   Django-shaped: tests/runtests.py with module labels, Django's verbose unittest output,
@@ -20,59 +18,23 @@ runner /testbed/run_tests.sh and hidden tests at /r2e_tests; the row is an R2E-G
 whose parsed_commit_content adds a new test file (old_file_content "") and whose
 expected_output_json is the status map R2E-Gym records for the gold patch.
 
-Images are tagged by a hash of their build context, so they are built once per content change.
+Images are labelled with a hash of their build context, so they are built once per content change.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import docker
 
-from deepswe_jax.env.commits import commit_tree
+from deepswe_jax.env.official_images import build_layout_image
 from deepswe_jax.env.tasks import Task, load_tasks, unified_diff
 
 SOURCES = Path(__file__).parent / "layout_images"
 START, END = ">>>>> Start Test Output", ">>>>> End Test Output"
 HEREDOC = "EOF_114329324912"
-
-# Makes a venv by hand (the base has no ensurepip) at $env holding the files of /tmp/deps.
-MAKE_VENV = (
-    "mkdir -p $env/bin && ln -s /usr/bin/python3 $env/bin/python3 && ln -s python3 $env/bin/python"
-    " && printf 'home = /usr/bin\\ninclude-system-site-packages = true\\n' > $env/pyvenv.cfg"
-    " && site=$($env/bin/python -c 'import site; print(site.getsitepackages()[0])')"
-    ' && mkdir -p "$site" && cp -r /tmp/deps/. "$site/" && rm -rf /tmp/deps'
-)
-SWEBENCH_DOCKERFILE = """\
-FROM {base}
-COPY conda /opt/miniconda3
-COPY deps /tmp/deps
-RUN ln -s /usr/bin/python3 /opt/miniconda3/bin/python3 && ln -s python3 /opt/miniconda3/bin/python \\
- && env=/opt/miniconda3/envs/testbed && {make_venv} \\
- && echo /testbed > "$site/__editable__.{name}.pth" \\
- && printf '#!%s/bin/python\\nimport sys\\nimport pytest\\nsys.exit(pytest.console_main())\\n' $env \\
-    > $env/bin/pytest && chmod +x $env/bin/pytest
-COPY testbed /testbed
-ENV PATH=/opt/miniconda3/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-RUN echo 'source /opt/miniconda3/etc/profile.d/conda.sh && conda activate testbed' >> /root/.bashrc \\
- && mkdir -p /testbed/{name}.egg-info && echo 'Name: {name}' > /testbed/{name}.egg-info/PKG-INFO \\
- && git -C /testbed update-index -q --refresh
-WORKDIR /testbed
-"""
-R2E_DOCKERFILE = """\
-FROM {base}
-COPY testbed /testbed
-COPY r2e_tests /r2e_tests
-COPY run_tests.sh /testbed/run_tests.sh
-COPY deps /tmp/deps
-RUN env=/testbed/.venv && {make_venv} && git -C /testbed update-index -q --refresh
-WORKDIR /testbed
-"""
 
 
 @dataclass(frozen=True)
@@ -83,40 +45,6 @@ class Row:
     wrong_patch: str
     dependency: str  # importable in the repository's environment only
     edit_path: str  # a source file the agent edits
-
-
-def build_image(
-    client: docker.DockerClient, name: str, dockerfile: str, files: dict[str, Path]
-) -> str:
-    """`deepswe-test/<name>:<hash of the context>`, built from `dockerfile` and `files`
-    ({path in the context: source file or folder}) unless an image with that tag exists."""
-    with tempfile.TemporaryDirectory(prefix=f"deepswe-{name}-") as scratch:
-        context = Path(scratch)
-        for target, source in files.items():
-            (context / target).parent.mkdir(parents=True, exist_ok=True)
-            if source.is_dir():
-                shutil.copytree(source, context / target, symlinks=True)
-            else:
-                shutil.copy2(source, context / target)
-        (context / "Dockerfile").write_text(dockerfile)
-        digest = hashlib.sha256()
-        # testbed/.git holds file stats of this checkout; the files it commits are hashed.
-        files_to_hash = (p for p in context.rglob("*") if p.is_file() and ".git" not in p.parts)
-        for path in sorted(files_to_hash):
-            digest.update(f"{path.relative_to(context)}\0{path.stat().st_mode & 0o111}\0".encode())
-            digest.update(path.read_bytes())
-        tag = f"deepswe-test/{name}:{digest.hexdigest()[:12]}"
-        try:
-            client.images.get(tag)
-        except docker.errors.ImageNotFound:
-            client.images.build(path=str(context), tag=tag, rm=True, forcerm=True)
-    return tag
-
-
-def _committed(name: str, scratch: Path) -> tuple[Path, str]:
-    """The repository layout_images/repos/<name> committed (commits.commit_tree) in scratch."""
-    tree = scratch / name
-    return tree, commit_tree(SOURCES / "repos" / name, tree)
 
 
 def _edit(name: str, path: str, old: str, new: str, count: int = -1) -> str:
@@ -154,7 +82,6 @@ def eval_script(base_commit: str, test_files: list[str], test_patch: str, test_c
 def _swebench_row(
     client: docker.DockerClient,
     base_image: str,
-    scratch: Path,
     name: str,
     *,
     repo: str,
@@ -168,14 +95,15 @@ def _swebench_row(
     pass_to_pass: list[str],
     log_parser: str,
 ) -> Row:
-    testbed, base_commit = _committed(name, scratch)
-    dockerfile = SWEBENCH_DOCKERFILE.format(base=base_image, make_venv=MAKE_VENV, name=name)
-    files = {
-        "conda": SOURCES / "conda",
-        f"deps/{dependency}": SOURCES / "deps" / dependency,
-        "testbed": testbed,
-    }
-    image = build_image(client, f"swebench-{name}", dockerfile, files)
+    built = build_layout_image(
+        "swebench",
+        SOURCES / "repos" / name,
+        f"deepswe-test/swebench-{name}:latest",
+        packages=[SOURCES / "deps" / dependency],
+        client=client,
+        base_image=base_image,
+    )
+    image, base_commit = built.image, built.base_commit
     test_files = sorted({line[6:] for line in test_patch.splitlines() if line.startswith("+++ b/")})
     row = {
         "repo": repo,
@@ -196,13 +124,12 @@ def _swebench_row(
     return Row(task, wrong, dependency, edit_path)
 
 
-def django_row(client: docker.DockerClient, base_image: str, scratch: Path) -> Row:
+def django_row(client: docker.DockerClient, base_image: str) -> Row:
     """Django-shaped: a username regex that accepts a trailing newline (django__django-11099)."""
     path, old, new = "django/contrib/auth/validators.py", r'r"^[\w.@+-]+$"', r'r"\A[\w.@+-]+\Z"'
     return _swebench_row(
         client,
         base_image,
-        scratch,
         "django",
         repo="django/django",
         dependency="asgiref",
@@ -226,7 +153,7 @@ def django_row(client: docker.DockerClient, base_image: str, scratch: Path) -> R
     )
 
 
-def sympy_row(client: docker.DockerClient, base_image: str, scratch: Path) -> Row:
+def sympy_row(client: docker.DockerClient, base_image: str) -> Row:
     """sympy-shaped: nextprime(p) returns p itself for a prime p."""
     path = "sympy/ntheory/primes.py"
     test_patch = _edit(
@@ -239,7 +166,6 @@ def sympy_row(client: docker.DockerClient, base_image: str, scratch: Path) -> Ro
     return _swebench_row(
         client,
         base_image,
-        scratch,
         "sympy",
         repo="sympy/sympy",
         dependency="mpmath",
@@ -255,7 +181,7 @@ def sympy_row(client: docker.DockerClient, base_image: str, scratch: Path) -> Ro
     )
 
 
-def textfmt_row(client: docker.DockerClient, base_image: str, scratch: Path) -> Row:
+def textfmt_row(client: docker.DockerClient, base_image: str) -> Row:
     """pytest with spaces in parametrized ids: pad() does not count spaces. The ids are cut at
     the first space, as SWE-bench Verified keeps hundreds of its ids."""
     path = "textfmt/__init__.py"
@@ -271,7 +197,6 @@ def textfmt_row(client: docker.DockerClient, base_image: str, scratch: Path) -> 
     return _swebench_row(
         client,
         base_image,
-        scratch,
         "textfmt",
         repo="deepswe/textfmt",
         dependency="wcwidth",
@@ -295,18 +220,19 @@ def textfmt_row(client: docker.DockerClient, base_image: str, scratch: Path) -> 
 SWEBENCH_ROWS = {"django": django_row, "sympy": sympy_row, "textfmt": textfmt_row}
 
 
-def r2e_row(client: docker.DockerClient, base_image: str, scratch: Path) -> Row:
+def r2e_row(client: docker.DockerClient, base_image: str) -> Row:
     """R2E-Gym-style: tinyini's parser does not skip ';' comments. The commit adds a new test
     file; the hidden tests in /r2e_tests include an xfail test, which R2E-Gym does not record."""
-    testbed, base_commit = _committed("tinyini", scratch)
-    files = {
-        "testbed": testbed,
-        "r2e_tests": SOURCES / "r2e" / "r2e_tests",
-        "run_tests.sh": SOURCES / "r2e" / "run_tests.sh",
-        "deps/tomlkit": SOURCES / "deps" / "tomlkit",
-    }
-    dockerfile = R2E_DOCKERFILE.format(base=base_image, make_venv=MAKE_VENV)
-    image = build_image(client, "r2e-tinyini", dockerfile, files)
+    built = build_layout_image(
+        "r2egym",
+        SOURCES / "repos" / "tinyini",
+        "deepswe-test/r2e-tinyini:latest",
+        packages=[SOURCES / "deps" / "tomlkit"],
+        r2e_tests=SOURCES / "r2e" / "r2e_tests",
+        client=client,
+        base_image=base_image,
+    )
+    image, base_commit = built.image, built.base_commit
     path = "tinyini/__init__.py"
     old_code = (SOURCES / "repos" / "tinyini" / path).read_text()
     new_code = old_code.replace('line.startswith("#")', 'line.startswith(("#", ";"))')

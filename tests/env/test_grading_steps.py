@@ -262,7 +262,32 @@ def test_swebench_row_without_eval_script_gets_one_of_swebench_shape():
         ": '>>>>> End Test Output'",
     ]
     assert f"git checkout {task.base_commit} tests/test_calc.py" in lines
-    django = make_task(layout="swebench", repo="django/django")
-    result = grade_patch(django, PATCH, runtime_factory=ScriptedFactory(repository()))
-    assert result.status == "infra_error" and "has no eval_script" in result.error
-    assert "parse_log_django" in result.error and "SWE-bench/SWE-bench_Verified" in result.error
+
+
+def test_swebench_4_eval_scripts_for_rows_without_one():
+    """swebench 4.x's per-repository specs (constants/python.py, get_test_directives): Django's
+    runtests.py with module labels from the test patch, its locale commands and re-install;
+    sympy's bin/test with paths."""
+    test_patch = (
+        "diff --git a/tests/auth_tests/test_validators.py b/tests/auth_tests/test_validators.py\n"
+        "--- a/tests/auth_tests/test_validators.py\n+++ b/tests/auth_tests/test_validators.py\n"
+        "@@ -1 +1 @@\n-a\n+b\n"
+    )
+    django = make_task(
+        layout="swebench", repo="django/django", version="3.0", test_patch=test_patch
+    )
+    lines = SwebenchHarness().command(django).splitlines()
+    start = lines.index(": '>>>>> Start Test Output'")
+    assert lines[start + 1] == (
+        "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 "
+        "auth_tests.test_validators"
+    )
+    assert lines.index("export LC_ALL=en_US.UTF-8") < lines.index("python -m pip install -e .")
+    assert "./tests/runtests.py --verbosity 2 auth_tests.test_validators" in (
+        SwebenchHarness().command(dataclasses.replace(django, version="1.9"))
+    )
+    sympy = make_task(layout="swebench", repo="sympy/sympy", version="1.1")
+    assert (
+        "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose "
+        "tests/test_calc.py" in SwebenchHarness().command(sympy).splitlines()
+    )

@@ -36,10 +36,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def rows(docker_client, base_image, tmp_path_factory) -> dict[str, Row]:
-    scratch = tmp_path_factory.mktemp("layouts")
+def rows(docker_client, base_image) -> dict[str, Row]:
     makers = {**SWEBENCH_ROWS, "r2e": r2e_row}
-    return {name: make(docker_client, base_image, scratch) for name, make in makers.items()}
+    return {name: make(docker_client, base_image) for name, make in makers.items()}
 
 
 def eval_output(row: Row, test_log: str) -> str:

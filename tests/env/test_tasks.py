@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 import subprocess
 
 import datasets
@@ -344,3 +345,29 @@ def test_row_with_source_and_no_base_commit_gets_the_source_commit(suite_dir):
     assert tasks[0].layout == "deepswe"
     with pytest.raises(TaskFormatError, match=r"row 0 .*unknown layout 'conda'"):
         load_tasks([suite_row(layout="conda")], root=suite_dir)
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (
+            {"repo": "acme/widgets", "log_parser": "parse_log_django"},
+            "row 1 cannot be graded: acme__widgets-1 (acme/widgets) has no eval_script",
+        ),
+        ({"log_parser": "parse_log_nonsense"}, "log_parser 'parse_log_nonsense' is not one of"),
+        ({"eval_type": "pass_only"}, "eval_type 'pass_only' is not one of"),
+    ],
+)
+def test_ungradable_swebench_rows_are_refused_when_the_file_loads(tmp_path, fields, message):
+    """Refused by load_tasks (so by every entry point) before any container starts, naming the
+    row and what to change; Django and sympy rows without eval_script get swebench 4.x's."""
+    rows = [
+        dict(SWEBENCH_ROW, repo="django/django", version="3.0"),
+        dict(SWEBENCH_ROW, instance_id="acme__widgets-1", **fields),
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.raises(TaskFormatError, match=re.escape(message)) as refused:
+        load_tasks(path)
+    assert "eval_script" in str(refused.value) or "leave it empty" in str(refused.value)
+    assert [task.repo for task in load_tasks(rows[:1])] == ["django/django"]

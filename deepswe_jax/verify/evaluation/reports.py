@@ -4,8 +4,10 @@
                               the SWE-bench harness's run_evaluation reads
     run_00/report.json        {instance_id: per-instance report (swebench's get_eval_report
                               fields, `GradeResult.to_report`)}, graded runs only
-    run_00/run_report.json    the harness's run report (schema_version 2): resolved /
-                              unresolved / empty_patch / error ids
+    run_00/run_report.json    the harness's run report (schema_version 2, every key of
+                              swebench 5.0.2's reporting.make_run_report): resolved /
+                              unresolved / empty_patch / error ids, and which of the failures
+                              look like infrastructure failures (`failure_classification`)
 
 A run counts as resolved when the grader resolved its final patch, however the episode
 stopped (`Trajectory.resolved`): what the official harness says of predictions.jsonl.
@@ -43,6 +45,21 @@ def pair_category(trajectory: Trajectory) -> str:
     if grade is None or grade.status in ERROR_STATUSES:
         return "error"
     return grade.status
+
+
+def failure_classification(trajectory: Trajectory) -> tuple[str, str] | None:
+    """(reason, tier) of a failed pair, tier 'environment' or 'ambiguous': swebench's
+    `infra_failure.classify_text` on the grading log and error (as make_run_report classifies
+    its logs); a grade our grader marked infra_error that no signature matches is
+    ('infra_error', 'environment'), since the grader saw the environment fail."""
+    from swebench.harness.infra_failure import TIER_ENVIRONMENT, classify_text
+
+    grade = trajectory.grade
+    text = "\n".join((grade.test_log, grade.error)) if grade is not None else ""
+    classification = classify_text(text)
+    if classification is None and trajectory.infra_error:
+        return "infra_error", TIER_ENVIRONMENT
+    return classification
 
 
 def predictions(
@@ -83,12 +100,21 @@ def run_report(
         ids[pair_category(trajectories[instance_id, run_index])].append(instance_id)
     submitted = list(instance_ids)
     completed = ids["resolved"] + ids["unresolved"]
+    reasons: dict[str, str] = {}
+    tiers: dict[str, list[str]] = {"environment": [], "ambiguous": []}
+    for instance_id in sorted(ids["unresolved"] + ids["error"]):
+        classification = failure_classification(trajectories[instance_id, run_index])
+        if classification is not None:
+            reasons[instance_id] = classification[0]
+            tiers[classification[1]].append(instance_id)
     return {
         "total_instances": len(instance_ids),
         "submitted_instances": len(submitted),
         "completed_instances": len(completed),
         "resolved_instances": len(ids["resolved"]),
         "unresolved_instances": len(ids["unresolved"]),
+        "infra_failure_instances": len(tiers["environment"]),
+        "ambiguous_failure_instances": len(tiers["ambiguous"]),
         "empty_patch_instances": len(ids["empty_patch"]),
         "error_instances": len(ids["error"]),
         "completed_ids": sorted(completed),
@@ -97,6 +123,9 @@ def run_report(
         "submitted_ids": submitted,
         "resolved_ids": ids["resolved"],
         "unresolved_ids": ids["unresolved"],
+        "infra_failure_ids": tiers["environment"],
+        "ambiguous_failure_ids": tiers["ambiguous"],
+        "failure_reasons": reasons,
         "error_ids": ids["error"],
         "schema_version": 2,
     }

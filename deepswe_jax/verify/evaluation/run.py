@@ -4,7 +4,8 @@ evaluation package (`deepswe_jax.verify.evaluation`).
     await evaluate(tasks, policy, output_dir, num_runs=16, env_pool=pool, episode=settings, seed=0)
 
 Policies: 'gold' grades each task's own patch, 'empty' grades no patch (both check the task
-set and the grader, no episodes), or an `AgentPolicy` (sampler + tokenizer) whose episodes
+set and the grader, no episodes), a `PredictionsPolicy` grades a SWE-bench predictions file's
+patches (`predictions.read_predictions`: any agent's output), or an `AgentPolicy` (sampler + tokenizer) whose episodes
 run in containers (`agent.rollout.run_episode`) with the `EpisodeSettings`' limits and
 sampling parameters. experiment.run_evaluation builds pool, policy and scorer from a config.
 
@@ -36,6 +37,7 @@ from deepswe_jax.env.images import ensure_task_images
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.tasks import Task, load_tasks
 from deepswe_jax.sampling.base import Sampler
+from deepswe_jax.verify.evaluation.predictions import PREDICTIONS_POLICY, PredictionsPolicy
 from deepswe_jax.verify.evaluation.scoring import CandidateScorer, score_candidates
 from deepswe_jax.verify.evaluation.shards import prepare_shard
 from deepswe_jax.verify.evaluation.store import (
@@ -75,10 +77,18 @@ def load_eval_tasks(path: str | os.PathLike, instance_ids: Sequence[str] = ()) -
     return [by_id[instance_id] for instance_id in instance_ids]
 
 
-def eval_identity(policy_name: str, model_name: str, episode: EpisodeSettings) -> dict:
-    """The settings that decide an evaluation's results; a resumed run must have the same."""
+def eval_identity(
+    policy_name: str,
+    model_name: str,
+    episode: EpisodeSettings,
+    predictions: PredictionsPolicy | None = None,
+) -> dict:
+    """The settings that decide an evaluation's results; a resumed run must have the same
+    (for a predictions file, the same file contents)."""
     identity: dict[str, Any] = {"policy": policy_name, "model_name_or_path": model_name}
-    if policy_name not in FIXED_PATCH_POLICIES:
+    if predictions is not None:
+        identity.update(predictions=predictions.source, predictions_sha256=predictions.digest)
+    elif policy_name not in FIXED_PATCH_POLICIES:
         identity.update(
             max_steps=episode.max_steps,
             max_prompt_tokens=episode.max_prompt_tokens,
@@ -121,7 +131,7 @@ def fixed_patch_trajectory(
 async def run_pair(
     task: Task,
     run_index: int,
-    policy: str | AgentPolicy,
+    policy: str | PredictionsPolicy | AgentPolicy,
     env_pool: EnvPool,
     episode: EpisodeSettings,
 ) -> Trajectory:
@@ -137,14 +147,17 @@ async def run_pair(
             policy.policy_version,
         )
     started = time.perf_counter()
-    patch = FIXED_PATCH_POLICIES[policy](task)
+    if isinstance(policy, PredictionsPolicy):
+        patch = policy.patch(task)
+    else:
+        patch = FIXED_PATCH_POLICIES[policy](task)
     grade = await env_pool.grade(task, patch, timeout=episode.reward_timeout)
     return fixed_patch_trajectory(task, run_index, patch, grade, time.perf_counter() - started)
 
 
 async def evaluate(
     tasks: Sequence[Task],
-    policy: str | AgentPolicy,
+    policy: str | PredictionsPolicy | AgentPolicy,
     output_dir: str | os.PathLike,
     *,
     num_runs: int,
@@ -160,7 +173,7 @@ async def evaluate(
 ) -> dict[str, Any]:
     """Runs (or resumes) the evaluation of the module docstring; returns the summary.
 
-    policy: 'gold', 'empty' or an AgentPolicy. episode: the episodes' limits, reward timeout and
+    policy: 'gold', 'empty', a PredictionsPolicy or an AgentPolicy. episode: the episodes' limits, reward timeout and
     sampling parameters. seed: draws Best@k's k-subsets. model_name: model_name_or_path of the
     predictions. policy_name: recorded in eval_config.json (default: `policy` for fixed
     patches, `model_name` otherwise). selectors: names in `select.SELECTORS`, scored with
@@ -177,6 +190,18 @@ async def evaluate(
         raise ValueError(f"unknown selectors {unknown}; choose from {sorted(SELECTORS)}")
     if selectors and scorer is None:
         raise ValueError(f"selectors {list(selectors)} need a candidate scorer")
+    predictions = policy if isinstance(policy, PredictionsPolicy) else None
+    if predictions is not None:
+        if num_runs != 1:
+            raise ValueError(f"a predictions file holds one run per task; got num_runs={num_runs}")
+        missing = [
+            task.instance_id for task in tasks if task.instance_id not in predictions.patches
+        ]
+        if missing:
+            raise ValueError(
+                f"{predictions.source} has no prediction for {missing[:3]}; evaluate only "
+                "predicted tasks (predictions.predicted_tasks)"
+            )
     ids = [task.instance_id for task in tasks]
     if len(set(ids)) != len(ids):
         raise ValueError("the task set names some instance_id twice; give each task once")
@@ -184,8 +209,10 @@ async def evaluate(
     started = time.perf_counter()
     output_dir = Path(output_dir)
     if policy_name is None:
-        policy_name = policy if isinstance(policy, str) else model_name
-    identity = eval_identity(policy_name, model_name, episode)
+        policy_name = (
+            policy if isinstance(policy, str) else PREDICTIONS_POLICY if predictions else model_name
+        )
+    identity = eval_identity(policy_name, model_name, episode, predictions)
     check_or_write_identity(output_dir, identity)
     store = trajectory_store(output_dir)
     pairs = [(task, r) for task in tasks for r in range(num_runs)]
@@ -257,7 +284,7 @@ async def evaluate(
 
 def run_evaluation(
     tasks: Sequence[Task],
-    policy: str | Callable[[], AgentPolicy],
+    policy: str | PredictionsPolicy | Callable[[], AgentPolicy],
     output_dir: str | os.PathLike,
     *,
     env_pool: EnvPool,
@@ -275,25 +302,26 @@ def run_evaluation(
     """`evaluate` in its own event loop with `env_pool` (entered here; a Docker pool builds
     missing task images first); returns the summary (of this process's share).
 
-    policy: 'gold', 'empty', or a function that loads the AgentPolicy, called only once the
+    policy: 'gold', 'empty', a PredictionsPolicy, or a function that loads the AgentPolicy, called only once the
     output directory's settings are checked (its sampler is closed at the end). With
     num_processes > 1, evaluates only this process's share of the tasks into its shard folder
     (`shards.prepare_shard`). experiment.run_evaluation builds every argument from a config.
     """
+    predictions = policy if isinstance(policy, PredictionsPolicy) else None
     if num_processes > 1:
         output_dir, tasks = prepare_shard(
             tasks,
             output_dir,
             process_id,
             num_processes,
-            identity=eval_identity(policy_name, model_name, episode),
+            identity=eval_identity(policy_name, model_name, episode, predictions),
             num_runs=num_runs,
             selectors=selectors,
             seed=seed,
         )
     if env_pool.build_images:  # a Kubernetes pool's nodes pull task images from a registry
         ensure_task_images(tasks)
-    agent_policy = None if isinstance(policy, str) else policy()
+    agent_policy = None if isinstance(policy, (str, PredictionsPolicy)) else policy()
 
     async def run() -> dict[str, Any]:
         async with env_pool:

@@ -201,7 +201,9 @@ def merge_shards(output_dir: str | os.PathLike, *, max_subsets: int = 1000) -> d
         trajectories,
         plan.num_runs,
         identity=identity,
-        scores=stored_scores(score_records, plan.instance_ids, plan.num_runs),
+        scores=(
+            stored_scores(score_records, plan.instance_ids, plan.num_runs) if plan.selectors else {}
+        ),
         selectors=plan.selectors,
         seed=plan.seed,
         max_subsets=max_subsets,

@@ -66,6 +66,14 @@ def summarize(
         "categories": dict(sorted(Counter(pair_category(t) for t in chosen).items())),
         "stop_reasons": dict(sorted(Counter(t.stop_reason.value for t in chosen).items())),
         "infra_errors": sum(t.infra_error for t in chosen),
+        "first_infra_error": next(
+            (
+                f"{t.task_id}: {t.grade.error if t.grade else 'episode'}"
+                for t in chosen
+                if t.infra_error
+            ),
+            None,
+        ),
         "mean_steps": float(np.mean([t.num_steps for t in chosen])),
         "mean_response_tokens": float(np.mean([t.num_response_tokens for t in chosen])),
         "mean_total_tokens": float(np.mean([len(t.token_ids) for t in chosen])),
@@ -76,6 +84,18 @@ def summarize(
             name: {str(k): v for k, v in curve.items()} for name, curve in best_at_k.items()
         }
     return summary
+
+
+def check_some_graded(summary: Mapping[str, Any]) -> None:
+    """Raises when every (task, run) of `summary` was an infrastructure failure: no patch got a
+    verdict, so its Pass@1 of 0 says nothing about the policy."""
+    pairs = summary["num_tasks"] * summary["num_runs"]
+    if pairs and summary["infra_errors"] == pairs:
+        raise RuntimeError(
+            f"every one of the {pairs} grades was an infrastructure failure, so nothing was "
+            f"graded (first: {summary['first_infra_error']}); fix that, then run the same "
+            "command again to regrade them"
+        )
 
 
 def format_summary(summary: Mapping[str, Any]) -> str:

@@ -29,8 +29,14 @@ def run_command(cmd):
 
 
 def main():
-    parser = argparse.ArgumentParser(description="Run a shell command in the repository.")
-    parser.add_argument("--cmd", required=True, help="The command line, e.g. 'python run.py'.")
+    # The original's descriptions, so --help reads the same.
+    parser = argparse.ArgumentParser(description="Execute a bash command.")
+    parser.add_argument(
+        "--cmd",
+        required=True,
+        help="The command (and optional arguments) to execute. For example: --cmd 'python "
+        "my_script.py'",
+    )
     args = parser.parse_args()
 
     first_token = args.cmd.strip().split()[0]

@@ -23,16 +23,19 @@ stderr, so it comes first) and "ERROR: Unhandled exception: ...". --enable_linti
 non-empty value) refuses edits that leave a .py file unparsable. The edit history lives in
 STATE_FILE, keyed by the path as given.
 
-One deliberate difference: the original detects a file's encoding with `chardet` (which it
-needs installed in the repository's environment); this one reads UTF-8 (with or without BOM),
-UTF-16/32 with a BOM, and anything else as Latin-1.
+Files are decoded as the original decodes them: in the encoding `chardet` detects (utf-8 when
+it detects none), so valid UTF-8 with few non-ASCII characters is misread (chardet 5.2.0 takes a
+lone em dash for Windows-1252) and written back garbled, as DeepSWE-Preview saw it. chardet is
+imported from the repository's environment, as the original imports it, else from VENDOR_DIR,
+where `env.r2egym.install_tools` puts the host's chardet 5.2.0. A directory listing that fails
+(a file name that is not UTF-8) prints the original's "Ran into ..." error. --help prints the
+original's descriptions.
 
-Pure standard library (Python >= 3.8): it runs with the repository's interpreter.
+Otherwise the standard library (Python >= 3.8): it runs with the repository's interpreter.
 """
 
 import argparse
 import ast
-import codecs
 import io
 import json
 import subprocess
@@ -40,6 +43,13 @@ import sys
 import traceback
 from collections import defaultdict
 from pathlib import Path
+
+VENDOR_DIR = "/usr/local/lib/r2egym-tools"
+try:
+    import chardet
+except ImportError:
+    sys.path.append(VENDOR_DIR)
+    import chardet
 
 STATE_FILE = "/var/tmp/editor_state.json"
 SNIPPET_LINES = 4
@@ -59,13 +69,6 @@ CONDENSED_HEADER = (
     "Here is a condensed view for file: {path}; [Note: Useful for understanding file structure "
     "in a concise manner. Please use specific view_range without concise cmd if you want to "
     "explore further into the relevant parts.]\n"
-)
-BOMS = (
-    (codecs.BOM_UTF8, "utf-8-sig"),
-    (codecs.BOM_UTF32_LE, "utf-32"),
-    (codecs.BOM_UTF32_BE, "utf-32"),
-    (codecs.BOM_UTF16_LE, "utf-16"),
-    (codecs.BOM_UTF16_BE, "utf-16"),
 )
 
 
@@ -95,20 +98,11 @@ def clip(text):
     return text[:MAX_RESPONSE_LEN] + TRUNCATED_MESSAGE
 
 
-def encoding_of(data):
-    for bom, encoding in BOMS:
-        if data.startswith(bom):
-            return encoding
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return "latin-1"
-    return "utf-8"
-
-
 def read_text(path):
-    """The text of `path` with universal newlines (so CRLF files are rewritten with LF)."""
-    return path.read_text(encoding=encoding_of(path.read_bytes()))
+    """The text of `path` in the encoding chardet detects, with universal newlines (so CRLF
+    files are rewritten with LF)."""
+    encoding = chardet.detect(path.read_bytes())["encoding"] or "utf-8"
+    return path.read_text(encoding=encoding)
 
 
 def cat_n(text, descriptor, first_line=1):
@@ -160,7 +154,18 @@ def elided_lines(path):
 
 
 def list_directory(path):
-    find = subprocess.run(
+    try:
+        find = run_find(path)
+    except Exception as error:  # output that is not UTF-8 text (a file's name)
+        return Outcome("", f"Ran into {error} while trying to list directory contents of {path}.")
+    if find.stderr.strip():
+        return Outcome("", find.stderr.strip())
+    header = f"Here's the files and directories up to 2 levels deep in {path}, excluding hidden:\n"
+    return Outcome(clip(header + find.stdout))
+
+
+def run_find(path):
+    return subprocess.run(
         [
             "find",
             str(path),
@@ -180,10 +185,6 @@ def list_directory(path):
         capture_output=True,
         text=True,
     )
-    if find.stderr.strip():
-        return Outcome("", find.stderr.strip())
-    header = f"Here's the files and directories up to 2 levels deep in {path}, excluding hidden:\n"
-    return Outcome(clip(header + find.stdout))
 
 
 class Editor:
@@ -413,18 +414,58 @@ def line_range(text):
 
 
 def parse_arguments():
-    # Options in the original's order and types, so usage lines and argument errors read the same.
-    parser = argparse.ArgumentParser(description="View, create and edit files; undo edits.")
-    parser.add_argument("command", type=str, help="view, create, str_replace, insert or undo_edit")
-    parser.add_argument("--path", type=str, help="The file or directory, e.g. /testbed/a.py")
-    parser.add_argument("--file_text", type=str, default=None, help="create: the content")
-    parser.add_argument("--view_range", type=line_range, default=None, help='view: "[a, b]"')
-    parser.add_argument("--old_str", type=str, default=None, help="str_replace: the old text")
-    parser.add_argument("--new_str", type=str, default=None, help="str_replace, insert: new text")
-    parser.add_argument("--insert_line", type=int, default=None, help="insert: after this line")
-    parser.add_argument("--enable_linting", type=bool, default=False, help="refuse bad syntax")
-    parser.add_argument("--concise", type=str, default="False", help="view: True condenses")
-    parser.add_argument("--python_only", type=bool, default=True, help="accepted, unused")
+    # The original's options, types, descriptions and help, so --help, usage lines and argument
+    # errors read the same (help texts as in R2E-Gym's r2egym/file_editor.py).
+    parser = argparse.ArgumentParser(
+        description=(
+            "A disk-backed file editing tool (view, create, str_replace, insert, undo_edit) "
+            "with optional linting. Also supports a 'concise' view for Python files."
+        )
+    )
+    parser.add_argument(
+        "command", type=str, help="One of: view, create, str_replace, insert, undo_edit"
+    )
+    parser.add_argument(
+        "--path",
+        type=str,
+        help="Path to the target file or directory (absolute path recommended)",
+    )
+    parser.add_argument("--file_text", type=str, default=None, help="File content (for 'create')")
+    parser.add_argument(
+        "--view_range",
+        type=line_range,
+        default=None,
+        help="Line range to view [start_line, end_line], use -1 for end.",
+    )
+    parser.add_argument("--old_str", type=str, default=None, help="Old string (for 'str_replace')")
+    parser.add_argument(
+        "--new_str", type=str, default=None, help="New string (for 'str_replace' or 'insert')"
+    )
+    parser.add_argument(
+        "--insert_line",
+        type=int,
+        default=None,
+        help="Line number to insert text at (for 'insert')",
+    )
+    parser.add_argument(
+        "--enable_linting",
+        type=bool,
+        default=False,
+        help="Enable linting checks for Python files before saving changes.",
+    )
+    parser.add_argument(
+        "--concise",
+        type=str,
+        default="False",
+        help="If True, attempts to produce a condensed view for Python files, eliding large "
+        "function bodies.",
+    )
+    parser.add_argument(
+        "--python_only",
+        type=bool,
+        default=True,
+        help="If True, attempts to limit view (for both dir and file level) to Python files only.",
+    )
     return parser.parse_args()
 
 

@@ -76,11 +76,18 @@ def search_file(term, path):
 
 
 def main():
-    parser = argparse.ArgumentParser(description="Find a term in a file or under a directory.")
-    parser.add_argument("--search_term", help="What to look for.", required=True)
-    parser.add_argument("--path", help="File or directory (default: here).", default=".")
+    # The original's descriptions, so --help reads the same.
+    parser = argparse.ArgumentParser(
+        description="search tool: run subcommands such as `search` for files or directories."
+    )
+    parser.add_argument("--search_term", help="Term to search for in files.", required=True)
     parser.add_argument(
-        "--python_only", default=True, help="Any non-empty value: only .py files (directories)."
+        "--path", help="File or directory to search in (defaults to current dir).", default="."
+    )
+    parser.add_argument(
+        "--python_only",
+        default=True,
+        help="If set, only search for matches in .py files when searching a directory.",
     )
     args = parser.parse_args()
     if os.path.isfile(args.path):

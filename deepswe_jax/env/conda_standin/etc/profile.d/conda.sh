@@ -1,4 +1,4 @@
-# A stand-in for conda's shell hook (tests only): the `conda activate|deactivate` shell function
+# A stand-in for conda's shell hook (deepswe_jax.env.official_images): the `conda activate|deactivate` shell function
 # over environments in /opt/miniconda3 (base) and /opt/miniconda3/envs/<name>. Works under
 # `set -u`, as SWE-bench's eval scripts source it.
 _CONDA_ROOT=/opt/miniconda3
