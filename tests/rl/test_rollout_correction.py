@@ -2,6 +2,7 @@
 sampler mismatch the weights truncate at C and the masks drop exactly the tokens and sequences
 verl's rules name (tests/rl/test_verl_crosscheck.py runs verl's own code on random tensors)."""
 
+import dataclasses
 import math
 
 import jax
@@ -288,3 +289,52 @@ def test_mismatch_metrics():
 def test_bad_settings_are_refused_with_the_field_to_fix(fields, message):
     with pytest.raises(ValueError, match=message):
         RolloutCorrectionSettings(**fields)
+
+
+def test_the_trainer_applies_the_correction_exactly_over_micro_batches():
+    """Through Trainer: token TIS with a sequence rejection; one micro-batch of 8 rows or two of
+    4 give the same gradient and the same step metrics (the correction's sums merge exactly)."""
+    from flax import nnx
+
+    from deepswe_jax.model import Qwen3ForCausalLM
+    from deepswe_jax.parallel import make_mesh
+    from deepswe_jax.rl.batch import assemble_batch
+    from deepswe_jax.rl.objectives import LossSettings as Settings
+    from deepswe_jax.rl.optimizer import make_optimizer
+    from deepswe_jax.rl.train_step import Trainer
+    from tests.rl.test_train_step import MODEL, fresh_params, make_trajectories, rl_config
+
+    correction = RolloutCorrectionSettings(
+        rollout_is="token", rollout_rs="seq_max_k2", rollout_rs_threshold="1"
+    )
+    trainer = Trainer(
+        Qwen3ForCausalLM(MODEL, rngs=nnx.Rngs(0)),
+        make_optimizer(rl_config()),
+        Settings(max_response_len=64, logprob_chunk=16, rollout_correction=correction),
+        mesh=make_mesh(devices=jax.devices()[:1]),
+    )
+    params = jax.device_put(fresh_params(), trainer.param_shardings)
+    # Half the rollouts sampled close to the random model's log-probs (~ -4.85), half far off.
+    trajectories = [
+        dataclasses.replace(t, sampler_logprobs=tuple(-4.85 * m for m in t.loss_mask))
+        if i % 2
+        else t
+        for i, t in enumerate(make_trajectories())
+    ]
+    results = []
+    for rows in (8, 4):
+        batch = assemble_batch(trajectories, micro_batch_size=rows).micro_batches
+        grads, sums = trainer.accumulate_gradients(params, batch)
+        metrics = trainer.loss_fn.summarize(jax.device_get(sums))
+        results.append((jax.device_get(grads), float(sums["loss_sum"]), metrics))
+    (grads, loss, metrics), (split_grads, split_loss, split_metrics) = results
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7), grads, split_grads
+    )
+    np.testing.assert_allclose(loss, split_loss, rtol=1e-5)
+    assert metrics.keys() == split_metrics.keys()
+    for key in metrics:
+        np.testing.assert_allclose(metrics[key], split_metrics[key], rtol=1e-5, err_msg=key)
+    # The far half (sampler log-prob -0.5: weights ~e^-4.4, k2 ~9.5) is rejected.
+    assert metrics["rollout_is_min"] < 0.05 and 0.5 < metrics["rollout_is_max"] <= 2.0
+    assert metrics["rollout_rs_seq_masked_fraction"] == 0.5
