@@ -13,8 +13,9 @@ three times) into the stage running at that moment:
   random moments   stage s and a delay d drawn from --seed: the signals go d seconds after
                    stage s started (d up to that stage's time in the reference run)
   --markers        the signals go when a stage prints a given line (`MARKERS`): the SFT's
-                   start, its first step, the RL's rollouts and first step, the evaluation's
-                   episodes, so the moments are the same on every machine
+                   start, its steps, the RL's rollouts and the train step after them, the
+                   evaluation's episodes, so the moments are the same on every machine; none
+                   while containers start (EnvPool's race, BENCHMARKS.md "Ctrl-C soak")
 
 A moment that comes after the job has finished starts a new job in a fresh folder (the
 finished one is checked at the end like the last). After each interruption: exit status 130, one line of output (progress lines aside), no
@@ -68,7 +69,7 @@ MARKERS = (
     ("sft", r"selected \d+ trajectories"),
     ("sft", r"sft step \d+/"),
     ("rl", r"rollouts v\d+:.*\| [1-4]/4 \["),
-    ("rl", rf"^I.*\] step \d/{RL_STEPS}:"),
+    ("rl", r"rollouts v\d+:.*\| 4/4 \["),  # episodes done: the train step follows
     ("eval", r"eval .*\| [12]/2 \["),
 )
 NOISE = re.compile(r"^I\d{4} \d\d:\d\d:\d\d|\d+%\||^\s*$")  # absl INFO lines, progress bars

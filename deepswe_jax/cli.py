@@ -176,12 +176,14 @@ def run(main: Callable[[list[str]], object]) -> None:
             for handler in logging.getLogger().handlers:
                 handler.addFilter(_NoOrbaxErrors())
                 handler.addFilter(_FirstLineOnly())
-        # The exits happen inside the except blocks: the exception's traceback keeps the frames
-        # (and the containers' runtimes they hold) alive for the atexit functions that remove
-        # what a cancelled start created late (env.ownership.close_all_runtimes).
+        # An interrupted run exits inside the except block: the exception's traceback keeps the
+        # frames (and the containers' runtimes they hold) alive for the atexit functions that
+        # remove what a cancelled start created late (env.ownership.close_all_runtimes). A
+        # failed one exits after it, once the frames (Orbax's pending writes) are released.
         try:
             with interrupts.stop_gracefully():
                 main(argv)
+            return
         except app.UsageError:
             raise
         except KeyboardInterrupt:
@@ -193,9 +195,10 @@ def run(main: Callable[[list[str]], object]) -> None:
                 _stop(verbose)
             if verbose:
                 raise
-            interrupts.quiet_exit_noise()
-            print(f"error: {one_line(error, limit=2000)}", file=sys.stderr)
-            print(HINT, file=sys.stderr, flush=True)
-            interrupts.exit_process(1)
+            message = one_line(error, limit=2000)
+        interrupts.quiet_exit_noise()
+        print(f"error: {message}", file=sys.stderr)
+        print(HINT, file=sys.stderr, flush=True)
+        interrupts.exit_process(1)
 
     app.run(guarded, flags_parser=parse_flags)

@@ -169,10 +169,14 @@ def write_trajectories(path: str | os.PathLike, trajectories: Iterable[Trajector
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
-    with partial.open("w", encoding="utf-8") as f:
-        for trajectory in trajectories:
-            f.write(trajectory.to_json() + "\n")
-    partial.replace(path)
+    try:
+        with partial.open("w", encoding="utf-8") as f:
+            for trajectory in trajectories:
+                f.write(trajectory.to_json() + "\n")
+        partial.replace(path)
+    except BaseException:  # Ctrl-C mid-write: no half-written file stays
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def read_trajectories(path: str | os.PathLike) -> list[Trajectory]:

@@ -106,8 +106,12 @@ class MetricsWriter:
         if self.jsonl_path.exists():
             kept = [row for row in read_metrics(self.workdir) if row["step"] <= resume_step]
             partial = self.jsonl_path.with_suffix(".jsonl.tmp")
-            partial.write_text("".join(json.dumps(row) + "\n" for row in kept))
-            os.replace(partial, self.jsonl_path)
+            try:
+                partial.write_text("".join(json.dumps(row) + "\n" for row in kept))
+                os.replace(partial, self.jsonl_path)
+            except BaseException:  # Ctrl-C mid-write: no half-written file stays
+                partial.unlink(missing_ok=True)
+                raise
         self._jsonl = self.jsonl_path.open("a", encoding="utf-8")
         self._tensorboard = tensorboardX.SummaryWriter(
             str(self.workdir / TENSORBOARD_DIR), purge_step=resume_step + 1

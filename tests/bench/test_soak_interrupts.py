@@ -9,9 +9,12 @@ are BENCHMARKS.md's ("Ctrl-C soak")."""
 
 from __future__ import annotations
 
+import pytest
+
 from bench import soak_interrupts
 
 
+@pytest.mark.timeout(1800)  # about 15 minutes on 2 loaded cores (BENCHMARKS.md)
 def test_five_interruptions_of_the_main_job_lose_nothing(tmp_path):
     report = soak_interrupts.soak(tmp_path, 5, markers=True, seed=0, reference=False)
     assert report["problems"] == []
