@@ -152,6 +152,9 @@ class DockerRuntime(ExecRuntime):
             ) from None
         self._register()
         self._container = retry_transient(self._create, f"creating {self.name}")
+        if self._closed:  # closed (Ctrl-C, pool shutdown) while the engine was creating it
+            self._remove()
+            raise EnvironmentUnavailableError(f"{self.name} was closed while it started")
         try:
             retry_transient(
                 lambda: self._container.put_archive("/", install_archive()),
