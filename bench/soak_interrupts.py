@@ -2,7 +2,7 @@
 check that nothing was lost.
 
   python bench/soak_interrupts.py --moments=30 --root=/tmp/soak      # BENCHMARKS.md's soak
-  python bench/soak_interrupts.py --moments=5 --markers --root=...   # CI's (tests/test_soak.py)
+  python bench/soak_interrupts.py --moments=5 --markers --root=...   # the five marker moments (not in CI: ~15 min)
 
 The job is run.sh's three stages (expert data + SFT, GRPO++, held-out evaluation) of
 configs/learn_tiny.py, shrunk by `SMALL` so all three run in a few minutes. Each moment runs the
