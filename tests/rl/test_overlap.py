@@ -33,7 +33,7 @@ ENV_LATENCY_S = 0.4  # per tool call and per grading: what a container's round t
 
 
 def run_schedule(
-    max_staleness: int, iterations: int, collect_s: float, train_s: float, wait_ahead=False
+    max_staleness: int, iterations: int, collect_s: float, train_s: float, wait_ahead: bool = False
 ):
     """Drives a RolloutScheduler with sleeping collect/train; returns (rollouts, train spans).
     wait_ahead: each update also waits for the next iteration's rollouts, so which policy
