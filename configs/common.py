@@ -190,10 +190,8 @@ def get_config() -> ml_collections.ConfigDict:
             max_cache_tokens=0,
             # the 'jax' sampler keeps finished requests' keys/values and computes only what
             # follows a prompt's longest cached prefix (an episode's earlier turns, a group's
-            # shared prompt); False recomputes every prompt whole (vLLM always caches prefixes).
-            # Off by default for now: reuse changes which requests share a decode step, and so
-            # the sampling keys they draw; tests/test_train_sft.py's T>0 check fell 0.5 -> 0.4
-            prefix_caching=False,
+            # shared prompt); False recomputes every prompt whole (vLLM always caches prefixes)
+            prefix_caching=True,
         )
     )
     config.env = ml_collections.ConfigDict(
