@@ -13,8 +13,9 @@ any moment, prints one line and exits 130, after the cleanups on its way out hav
 (containers removed, a checkpoint being written finished: see `interrupts`); an error raised
 while stopping counts as the interruption. Without `--verbose`, records logged with a
 traceback (Orbax logs hundreds of lines for one failed write) keep their first line, Orbax's
-errors are left to the exception that reports them, and library threads' errors after the
-run's own error or interruption are not printed. Usage errors stay absl's (the message and
+errors (and TensorStore's "Event loop is closed" callbacks once a write failed) are left to
+the exception that reports them, and library threads' errors after the run's own error or
+interruption are not printed. Usage errors stay absl's (the message and
 --help).
 
 Flags are parsed by `parse_flags`: absl's parsing, after refusing a `--config.<field>` override
@@ -34,6 +35,7 @@ import logging
 import os
 import sys
 import traceback
+import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -61,12 +63,37 @@ class _FirstLineOnly(logging.Filter):
         return True
 
 
+def _from_orbax(tb: types.TracebackType | None) -> bool:
+    return any(f"{os.sep}orbax{os.sep}" in frame.filename for frame in traceback.extract_tb(tb))
+
+
 class _NoOrbaxErrors(logging.Filter):
-    """Drops Orbax's error records: a failed save or restore reaches the run as an exception
+    """Drops Orbax's error records, and asyncio's "Task exception was never retrieved" for
+    Orbax's tasks: a failed save or restore reaches the run as an exception
     (CheckpointSaveError names the step and the cause) and is printed once, as the error."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno < logging.ERROR or f"{os.sep}orbax{os.sep}" not in record.pathname
+        if record.levelno < logging.ERROR:
+            return True
+        if f"{os.sep}orbax{os.sep}" in record.pathname:
+            return False
+        return not (record.exc_info and _from_orbax(record.exc_info[2]))
+
+
+def _closed_loop_callbacks_dropped(hook: Callable) -> Callable:
+    """sys.unraisablehook without the "Event loop is closed" errors of late callbacks.
+
+    When a checkpoint write fails, Orbax closes its event loop while TensorStore's C++ threads
+    still finish the other writes; each then calls loop.call_soon_threadsafe, which raises, and
+    TensorStore reports that as unraisable without an object (a bare traceback): dozens of
+    6-line tracebacks before the run's own error, as many as the race allows."""
+
+    def unraisablehook(unraisable) -> None:
+        value = unraisable.exc_value
+        if not (isinstance(value, RuntimeError) and str(value) == "Event loop is closed"):
+            hook(unraisable)
+
+    return unraisablehook
 
 
 def _flag_arguments(argv: Sequence[str], name: str) -> tuple[str | None, list[str]]:
@@ -176,6 +203,7 @@ def run(main: Callable[[list[str]], object]) -> None:
             for handler in logging.getLogger().handlers:
                 handler.addFilter(_NoOrbaxErrors())
                 handler.addFilter(_FirstLineOnly())
+            sys.unraisablehook = _closed_loop_callbacks_dropped(sys.unraisablehook)
         # An interrupted run exits inside the except block: the exception's traceback keeps the
         # frames (and the containers' runtimes they hold) alive for the atexit functions that
         # remove what a cancelled start created late (env.ownership.close_all_runtimes). A

@@ -128,3 +128,128 @@ def test_a_missing_config_file_with_overrides_is_refused_in_two_lines(tmp_path):
             HINT,
         ], result.stderr
     assert not (tmp_path / "run").exists()
+
+
+CLOSED_LOOP_RUN = """
+import asyncio, threading
+from deepswe_jax import cli
+
+class Write:
+    # What TensorStore's C++ threads do once Orbax closed its loop after a failed write: a
+    # write finishing calls loop.call_soon_threadsafe, which raises, and the error goes to
+    # sys.unraisablehook (here through __del__; TensorStore passes no object).
+    def __init__(self, loop, error=None):
+        self.loop, self.error = loop, error
+
+    def __del__(self):
+        if self.error:
+            raise self.error
+        self.loop.call_soon_threadsafe(print)
+
+def main(argv):
+    loop = asyncio.new_event_loop()
+    loop.close()
+
+    def finished_writes():
+        Write(loop)
+        Write(loop, ValueError("a thread's own error"))
+
+    threads = [threading.Thread(target=finished_writes) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    raise OSError("No space left on device")
+
+cli.run(main)
+"""
+
+
+def test_closed_event_loop_callbacks_of_other_threads_are_not_printed():
+    """The full-disk run's 43 lines (final CI of stop 24): TensorStore's late callbacks on
+    Orbax's closed loop each printed a traceback before the error. Other unraisable errors
+    still print."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-c", CLOSED_LOOP_RUN],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = error_lines(result)
+    assert result.returncode == 1, result.stderr
+    assert "Event loop is closed" not in result.stderr, result.stderr
+    assert result.stderr.count("ValueError: a thread's own error") == 5, result.stderr
+    assert lines[-2:] == ["error: OSError: No space left on device", HINT], lines
+
+
+def test_a_full_disk_stops_the_run_in_at_most_three_lines(tmp_path):
+    """The checkpoint disk (a tmpfs) holds step 1 but not step 2: the run ends with exit status
+    1 and the CheckpointSaveError line, without the ~40 lines of Orbax's background threads
+    (`RuntimeError: Event loop is closed`, `Task exception was never retrieved`) around it."""
+    import jax
+    from flax import nnx
+
+    from deepswe_jax.experiment import model_factory
+    from tests.rl.test_loop import scripted_config
+
+    abstract = nnx.split(nnx.eval_shape(model_factory(scripted_config(3))), nnx.Param)[1]
+    one_step = 3 * sum(leaf.size * 4 for leaf in jax.tree.leaves(abstract))  # params, mu, nu
+    checkpoints = tmp_path / "run" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    size = f"size={int(1.5 * one_step)}"
+    subprocess.run(["mount", "-t", "tmpfs", "-o", size, "tmpfs", checkpoints], check=True)
+    try:
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "XLA_FLAGS": "", "JAX_PLATFORMS": "cpu"}
+        result = subprocess.run(
+            [sys.executable, __file__, str(tmp_path / "run")],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    finally:
+        subprocess.run(["umount", checkpoints], check=True)
+    lines = error_lines(result)
+    assert result.returncode == 1, result.stderr[-5000:]
+    assert len(lines) <= 3, result.stderr[-5000:]
+    assert lines[-2].startswith("error: CheckpointSaveError: saving checkpoint step 2 in"), lines
+    assert lines[-1] == HINT
+
+
+if __name__ == "__main__":
+    # The full-disk run: test_loop's scripted loop (no Docker) through the cli handler.
+    sys.path.insert(0, str(REPO_ROOT))
+    from deepswe_jax import cli
+
+    def full_disk_run(argv: list[str]) -> None:
+        from absl import logging as absl_logging
+
+        from deepswe_jax.agent.chat import ChatTokenizer
+        from deepswe_jax.experiment import train
+        from tests.rl.test_loop import (
+            TOKENIZER_DIR,
+            MemoryPool,
+            alternating_sampler,
+            make_task,
+            scripted_config,
+        )
+
+        absl_logging.set_verbosity(absl_logging.WARNING)
+        sampler = alternating_sampler(ChatTokenizer.from_directory(TOKENIZER_DIR))
+        config = scripted_config(3)
+        config.rl.micro_batch_size = 1
+        tasks = [make_task(0), make_task(1)]
+        train(
+            config,
+            argv[1],
+            sampler=sampler,
+            env_pool=MemoryPool(),
+            tasks=tasks,
+            show_progress=False,
+        )
+
+    cli.run(full_disk_run)
