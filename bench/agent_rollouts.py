@@ -35,7 +35,6 @@ from configs import tiny
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.sampling import GenerateRequest, JaxSampler, SamplingParams
 from deepswe_jax.sampling.memory import memory_per_device
-from deepswe_jax.sampling.vllm_engine import kv_bytes_per_token
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +122,7 @@ def run_model(name: str, workload: Workload, samplers: list[str], full_warmup: b
                 model, VLLMSettings(max_model_len=max_len, max_batch=episodes, dtype="float32")
             )
             sampler.sync_weights(nnx.state(model, nnx.Param))
-            cache_bytes = episodes * max_len * kv_bytes_per_token(config, 4)
+            cache_bytes = episodes * max_len * config.kv_bytes_per_token(4)
         else:
             sampler = JaxSampler(
                 model,

@@ -112,24 +112,35 @@ def _flag_arguments(argv: Sequence[str], name: str) -> tuple[str | None, list[st
     return path, fields
 
 
+def load_config_module(path: str | os.PathLike) -> types.ModuleType:
+    """The config file at `path` as a module (it may import `configs.common` etc. from the
+    repository); FileNotFoundError when there is no such file, and whatever running the file
+    raises."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"config file {str(path)!r} does not exist; pass e.g. configs/tiny.py"
+        )
+    spec = importlib.util.spec_from_file_location(f"deepswe_config_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _load_config(argument: str) -> ml_collections.ConfigDict | None:
     """get_config() of `path[:arg]` as config_flags calls it; None when it cannot be loaded
     (config_flags then reports the problem itself)."""
     path, *config_string = argument.split(":", 1)
-    if not Path(path).is_file():
-        return None
-    spec = importlib.util.spec_from_file_location("deepswe_config_check", path)
-    module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
-        config = module.get_config(*config_string)
+        config = load_config_module(path).get_config(*config_string)
     except Exception:  # config_flags reports load errors with their traceback
         return None
     return config if isinstance(config, ml_collections.ConfigDict) else None
 
 
 def unknown_field(config: ml_collections.ConfigDict, field: str) -> str | None:
-    """Why `field` (dotted) names no field of `config`, or None when it does."""
+    """Why `field` (dotted) names no field of `config`, with the closest field, or None when it
+    does."""
     node = config
     parts = field.split(".")
     for depth, part in enumerate(parts):
@@ -140,7 +151,7 @@ def unknown_field(config: ml_collections.ConfigDict, field: str) -> str | None:
             hint = f" (did you mean {'.'.join([*parts[:depth], close[0]])}?)" if close else ""
             where = f"section {section}" if section else "the config"
             return (
-                f"--{CONFIG_FLAG}.{field}: {where} has no field {part!r}{hint}; "
+                f"{where} has no field {part!r}{hint}; "
                 "configs/common.py declares every field with its meaning"
             )
         node = node[part]
@@ -177,7 +188,7 @@ def parse_flags(argv: list[str]) -> list[str]:
             error = unknown_field(config, field)
             if error is not None:
                 sys.stderr.write(
-                    f"FATAL Flags parsing error: {error}\n"
+                    f"FATAL Flags parsing error: --{CONFIG_FLAG}.{field}: {error}\n"
                     "Pass --helpshort or --helpfull to see help on flags.\n"
                 )
                 sys.exit(1)

@@ -25,7 +25,6 @@ there first), so runs with --set=env.backend=kubernetes may create their env pod
 """
 
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -64,19 +63,6 @@ class SweepRun:
     overrides: tuple[tuple[str, str], ...]
 
 
-def load_config_module(config_path: str | os.PathLike) -> Any:
-    """The config file as a module (it may import `configs.common` etc. from the repository)."""
-    path = Path(config_path)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"config file {str(path)!r} does not exist; pass e.g. configs/tiny.py"
-        )
-    spec = importlib.util.spec_from_file_location(f"sweep_config_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def format_value(value: Any) -> str:
     """How `value` is written after `--config.key=` (ml_collections' config_flags parses it)."""
     if isinstance(value, (tuple, list)):
@@ -86,18 +72,9 @@ def format_value(value: Any) -> str:
 
 def check_key(config: Any, key: str, where: str) -> None:
     """Raises ValueError unless dotted `key` names an existing field of `config`."""
-    node = config
-    parts = key.split(".")
-    for depth, part in enumerate(parts):
-        if not hasattr(node, "keys") or part not in node:
-            known = sorted(node.keys()) if hasattr(node, "keys") else []
-            prefix = ".".join(parts[:depth]) or "the config"
-            raise ValueError(
-                f"{where} sets {key!r}, but {prefix} has no field {part!r}"
-                + (f" (fields: {', '.join(known)})" if known else "")
-                + "; overrides may only set fields that get_config() defines"
-            )
-        node = node[part]
+    reason = cli.unknown_field(config, key)
+    if reason is not None:
+        raise ValueError(f"{where} sets {key!r}, but {reason}")
 
 
 def run_name(overrides: Sequence[tuple[str, str]]) -> str:
@@ -139,7 +116,7 @@ def expand_sweep(
     unknown keys, a key set both by an entry and by `common`, and runs with the same name.
     """
     common = dict(common or {})
-    module = load_config_module(config_path)
+    module = cli.load_config_module(config_path)
     if not hasattr(module, "get_sweep"):
         raise ValueError(
             f"{config_path} has no get_sweep(); define one returning a list of override dicts, "
@@ -377,7 +354,7 @@ def main(argv: list[str]) -> None:
         if options.scheduler == "slurm":
             try:
                 check_job_devices(
-                    load_config_module(config_path).get_config(),
+                    cli.load_config_module(config_path).get_config(),
                     options.nodes,
                     options.gpus_per_node,
                 )

@@ -21,6 +21,7 @@ config field before any work.
 from deepswe_jax.experiment.checks import (
     check_evaluation_config,
     check_sft_config,
+    check_train_config,
     check_verifier_config,
 )
 from deepswe_jax.experiment.env import (
@@ -66,7 +67,6 @@ from deepswe_jax.experiment.settings import (
 from deepswe_jax.experiment.training import (
     OBJECTIVES,
     apply_jax_memory_settings,
-    check_train_config,
     make_sampler,
     make_trainer,
     serving_sampler,

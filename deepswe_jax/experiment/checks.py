@@ -2,11 +2,10 @@
 model, a sampler, a container): each raises naming the first value the run cannot start with
 and the flag that sets it, so an invalid config leaves nothing behind to clean up.
 
+    check_train_config(config, tasks)                         # training.train
     check_sft_config(config, num_trajectories=len(data))     # launch/train_sft.py, train_sft
     check_verifier_config(config, workdir)                    # train_verifier
     check_evaluation_config(config, num_runs=8, grade_concurrency=2, agent_runs=True)
-
-RL runs have `training.check_train_config`, built on the same `check_counts`.
 """
 
 from __future__ import annotations
@@ -17,8 +16,10 @@ from pathlib import Path
 
 import ml_collections
 
+from deepswe_jax.env.tasks import Task
 from deepswe_jax.experiment.model import check_init_from
 from deepswe_jax.experiment.settings import lora_config
+from deepswe_jax.rl.loop import check_tasks_per_step
 from deepswe_jax.verify.verifier_training import VERIFIER_DIR
 
 SAMPLER_KINDS = ("jax", "vllm")
@@ -55,6 +56,24 @@ AGENT_POSITIVE = (
     "agent.trajectory_timeout",
     "sampler.max_batch",
 )
+# Fields an RL run needs above 0 (counts and seconds) and at least 0.
+RL_POSITIVE = (
+    "rl.n_rollouts",
+    "rl.micro_batch_size",
+    "rl.num_iterations",
+    "rl.mini_batches",
+    "agent.max_steps",
+    "agent.max_prompt_tokens",
+    "agent.max_context",
+    "agent.step_timeout",
+    "agent.trajectory_timeout",
+    "agent.reward_timeout",
+    "sampler.max_batch",
+    "env.max_envs",
+    "checkpoint.every",
+    "checkpoint.keep",
+)
+RL_NON_NEGATIVE = ("rl.total_steps", "rl.max_staleness")
 
 
 def check_counts(
@@ -80,6 +99,27 @@ def check_sampler_kind(config: ml_collections.ConfigDict) -> None:
         raise ValueError(
             f"config.sampler.kind={config.sampler.kind!r}; use 'jax' (in-process) or 'vllm' (GPU)"
         )
+
+
+def check_train_config(
+    config: ml_collections.ConfigDict, tasks: Sequence[Task], *, sampler_given: bool = False
+) -> None:
+    """Raises ValueError naming the first config value an RL run cannot start with (before its
+    work directory, model or sampler exist): counts below 1, negative step counts, a
+    tasks_per_step the task list cannot fill, an unknown sampler kind (unless `sampler_given`);
+    FileNotFoundError for a config.init_from that is not a directory.
+    """
+    check_counts(config, RL_POSITIVE, RL_NON_NEGATIVE)
+    count = config.rl.tasks_per_step
+    check_tasks_per_step(count, len(tasks), f" in config.env.tasks={config.env.tasks!r}")
+    if count % config.rl.mini_batches:
+        raise ValueError(
+            f"config.rl.mini_batches={config.rl.mini_batches} must divide "
+            f"config.rl.tasks_per_step={count}: each mini-batch holds as many whole task groups"
+        )
+    check_init_from(config.init_from)
+    if not sampler_given:
+        check_sampler_kind(config)
 
 
 def check_sft_config(

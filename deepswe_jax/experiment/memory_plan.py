@@ -260,9 +260,7 @@ def plan_sampler_memory(
     seq_len = config.agent.max_prompt_tokens + config.agent.max_context
     dtype_bytes = jnp.dtype(config.compute_dtype).itemsize
     num_parameters = c.num_parameters
-    # Key and value heads split over the tensor axis (replicated when there are fewer).
-    kv_per_token = 2 * c.num_hidden_layers * math.ceil(c.num_key_value_heads / tensor)
-    kv_per_token *= c.head_dim * dtype_bytes
+    kv_per_token = c.kv_bytes_per_token(dtype_bytes, tensor_parallel=tensor)
     q, kv = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
     # One step's intermediates (residual and norms, q/k/v, SwiGLU) and the fp32 logits it samples.
     per_token = 4 * c.hidden_size + (q + 2 * kv) / tensor + 3 * c.intermediate_size / tensor

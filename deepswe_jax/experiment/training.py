@@ -23,15 +23,13 @@ from flax import nnx
 from deepswe_jax.agent.trajectory import Trajectory
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.experiment.checks import (
-    check_counts,
-    check_sampler_kind,
     check_sft_config,
+    check_train_config,
     check_verifier_config,
 )
 from deepswe_jax.experiment.env import load_task_list, make_env_pool, prepare_task_images
 from deepswe_jax.experiment.model import (
     abstract_model,
-    check_init_from,
     device_mesh,
     initial_params,
     load_tokenizer,
@@ -212,52 +210,6 @@ def apply_jax_memory_settings(config: ml_collections.ConfigDict) -> None:
         )
     if fraction:
         os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{fraction:.3f}"
-
-
-# Config fields an RL run needs above 0 (counts and seconds), and at least 0.
-_POSITIVE_FIELDS = (
-    "rl.n_rollouts",
-    "rl.micro_batch_size",
-    "rl.num_iterations",
-    "rl.mini_batches",
-    "agent.max_steps",
-    "agent.max_prompt_tokens",
-    "agent.max_context",
-    "agent.step_timeout",
-    "agent.trajectory_timeout",
-    "agent.reward_timeout",
-    "sampler.max_batch",
-    "env.max_envs",
-    "checkpoint.every",
-    "checkpoint.keep",
-)
-_NON_NEGATIVE_FIELDS = ("rl.total_steps", "rl.max_staleness")
-
-
-def check_train_config(
-    config: ml_collections.ConfigDict, tasks: Sequence[Task], *, sampler_given: bool = False
-) -> None:
-    """Raises ValueError naming the first config value an RL run cannot start with (before its
-    work directory, model or sampler exist): counts below 1, negative step counts, a
-    tasks_per_step the task list cannot fill, an unknown sampler kind (unless `sampler_given`);
-    FileNotFoundError for a config.init_from that is not a directory.
-    """
-    check_counts(config, _POSITIVE_FIELDS, _NON_NEGATIVE_FIELDS)
-    count = config.rl.tasks_per_step
-    if not 0 < count <= len(tasks):
-        raise ValueError(
-            f"config.rl.tasks_per_step={count} must be between 1 and the number of tasks "
-            f"({len(tasks)} in config.env.tasks={config.env.tasks!r}); each task of a step gets "
-            "its own rollout group"
-        )
-    if count % config.rl.mini_batches:
-        raise ValueError(
-            f"config.rl.mini_batches={config.rl.mini_batches} must divide "
-            f"config.rl.tasks_per_step={count}: each mini-batch holds as many whole task groups"
-        )
-    check_init_from(config.init_from)
-    if not sampler_given:
-        check_sampler_kind(config)
 
 
 def train(

@@ -51,6 +51,13 @@ class Qwen3Config:
         embed = self.vocab_size * e * (1 if self.tie_word_embeddings else 2)
         return self.num_hidden_layers * per_layer + embed + e
 
+    def kv_bytes_per_token(self, dtype_bytes: int, tensor_parallel: int = 1) -> int:
+        """Bytes of keys and values one token occupies in every layer, at `dtype_bytes` per
+        element, on one device of `tensor_parallel` devices that split the key and value heads
+        (a device holds at least one head: heads are replicated when there are fewer)."""
+        heads = -(-self.num_key_value_heads // tensor_parallel)
+        return 2 * self.num_hidden_layers * heads * self.head_dim * dtype_bytes
+
     @classmethod
     def from_hf_dict(cls, hf: dict[str, Any], source: str = "config") -> Qwen3Config:
         """Build from a parsed HF ``config.json``; ``source`` names the file in error messages.

@@ -95,6 +95,17 @@ class LoopSettings:
     processes_per_engine: int = 1
 
 
+def check_tasks_per_step(count: int, num_tasks: int, source: str = "") -> None:
+    """Raises ValueError unless an iteration of `count` distinct tasks can be drawn from
+    `num_tasks` tasks; `source` follows the number of tasks in the message (where they come
+    from)."""
+    if not 0 < count <= num_tasks:
+        raise ValueError(
+            f"config.rl.tasks_per_step={count} must be between 1 and the number of tasks "
+            f"({num_tasks}{source}); each task of a step gets its own rollout group"
+        )
+
+
 def tasks_for_iteration(
     tasks: Sequence[Task], *, seed: int, position: int, count: int
 ) -> tuple[list[Task], int]:
@@ -104,11 +115,7 @@ def tasks_for_iteration(
     (seed, epoch), so the tasks of any iteration follow from `seed` and `position` alone.
     A task that would repeat within one iteration (near an epoch boundary) is skipped.
     """
-    if not 0 < count <= len(tasks):
-        raise ValueError(
-            f"config.rl.tasks_per_step={count} must be between 1 and the number of tasks "
-            f"({len(tasks)}); each task of a step gets its own rollout group"
-        )
+    check_tasks_per_step(count, len(tasks))
     chosen: dict[str, Task] = {}
     orders: dict[int, np.ndarray] = {}
     while len(chosen) < count:

@@ -53,6 +53,24 @@ class Completion:
     finish_reason: FinishReason
 
 
+def check_prompt(
+    prompt_ids: Sequence[int], *, vocab_size: int, max_len: int, max_len_name: str, remedy: str
+) -> None:
+    """Raises ValueError unless `prompt_ids` is a prompt a sampler can continue: at least one
+    token, fewer than the `max_len` positions a sequence may fill (`max_len_name` names that
+    limit in the message, `remedy` says how to make room), and every id in [0, vocab_size)."""
+    prompt_len = len(prompt_ids)
+    if prompt_len == 0:
+        raise ValueError("empty prompt: a request needs at least one prompt token")
+    if prompt_len >= max_len:
+        raise ValueError(
+            f"prompt of {prompt_len} tokens leaves no room in {max_len_name}={max_len}; "
+            f"shorten the prompt or {remedy}"
+        )
+    if min(prompt_ids) < 0 or max(prompt_ids) >= vocab_size:
+        raise ValueError(f"prompt token ids must lie in [0, {vocab_size})")
+
+
 class Sampler(Protocol):
     """A token generator the agent loop can drive from many coroutines at once."""
 

@@ -61,7 +61,7 @@ from deepswe_jax.parallel import (
     use_rules,
 )
 from deepswe_jax.parallel.sharding import Rules
-from deepswe_jax.sampling.base import Completion, GenerateRequest
+from deepswe_jax.sampling.base import Completion, GenerateRequest, check_prompt
 from deepswe_jax.sampling.decoding import (
     DECODE_STEPS,
     MAX_STOP_IDS,
@@ -219,18 +219,15 @@ class JaxSampler:
         return list(await asyncio.gather(*(s.future for s in sequences)))
 
     def _admit_check(self, request: GenerateRequest, loop: asyncio.AbstractEventLoop) -> InFlight:
+        check_prompt(
+            request.prompt_ids,
+            vocab_size=self.vocab_size,
+            max_len=self.max_cache_len,
+            max_len_name="max_cache_len",
+            remedy="build the sampler with a larger max_cache_len",
+        )
         prompt_len = len(request.prompt_ids)
         params = request.params
-        if prompt_len == 0:
-            raise ValueError("empty prompt: a request needs at least one prompt token")
-        if prompt_len >= self.max_cache_len:
-            raise ValueError(
-                f"prompt of {prompt_len} tokens leaves no room in max_cache_len="
-                f"{self.max_cache_len}; shorten the prompt or build the sampler with a larger "
-                "max_cache_len"
-            )
-        if min(request.prompt_ids) < 0 or max(request.prompt_ids) >= self.vocab_size:
-            raise ValueError(f"prompt token ids must lie in [0, {self.vocab_size})")
         if len(params.stop_token_ids) > MAX_STOP_IDS:
             raise ValueError(
                 f"{len(params.stop_token_ids)} stop tokens; JaxSampler takes at most {MAX_STOP_IDS}"

@@ -79,12 +79,6 @@ def import_vllm():
     return vllm
 
 
-def kv_bytes_per_token(config: Qwen3Config, dtype_bytes: int) -> int:
-    """Bytes of keys and values one token occupies in every layer."""
-    c = config
-    return 2 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * dtype_bytes
-
-
 def write_engine_config(config: Qwen3Config, hf_dir: str, directory: str, dtype: str) -> str:
     """Writes the config.json vLLM reads into `directory` and returns it.
 
@@ -156,7 +150,7 @@ def _engine_args(
     if platform == "cpu":
         dtype_bytes = torch.empty((), dtype=getattr(torch, settings.dtype)).element_size()
         if not kv_cache_bytes:
-            per_sequence = settings.max_model_len * kv_bytes_per_token(config, dtype_bytes)
+            per_sequence = settings.max_model_len * config.kv_bytes_per_token(dtype_bytes)
             kv_cache_bytes = settings.max_batch * per_sequence
         weights = config.num_parameters * dtype_bytes
         _check_host_memory(

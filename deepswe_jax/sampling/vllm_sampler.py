@@ -42,7 +42,12 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from deepswe_jax.model import Qwen3ForCausalLM
-from deepswe_jax.sampling.base import Completion, GenerateRequest, SamplingParams
+from deepswe_jax.sampling.base import (
+    Completion,
+    GenerateRequest,
+    SamplingParams,
+    check_prompt,
+)
 from deepswe_jax.sampling.prefix_cache import PrefillCounts
 from deepswe_jax.sampling.vllm_engine import (
     VLLMSettings,
@@ -138,17 +143,13 @@ class VLLMSampler:
         )
 
     def _check_request(self, request: GenerateRequest) -> None:
-        prompt_len = len(request.prompt_ids)
-        if prompt_len == 0:
-            raise ValueError("empty prompt: a request needs at least one prompt token")
-        if prompt_len >= self.settings.max_model_len:
-            raise ValueError(
-                f"prompt of {prompt_len} tokens leaves no room in max_model_len="
-                f"{self.settings.max_model_len}; shorten the prompt or raise "
-                "config.agent.max_context / max_prompt_tokens"
-            )
-        if min(request.prompt_ids) < 0 or max(request.prompt_ids) >= self.vocab_size:
-            raise ValueError(f"prompt token ids must lie in [0, {self.vocab_size})")
+        check_prompt(
+            request.prompt_ids,
+            vocab_size=self.vocab_size,
+            max_len=self.settings.max_model_len,
+            max_len_name="max_model_len",
+            remedy="raise config.agent.max_context / max_prompt_tokens",
+        )
 
     def _check_usable(self) -> None:
         if not self.owns_engine:
