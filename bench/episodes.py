@@ -25,7 +25,12 @@ from pathlib import Path
 from absl import app, flags
 
 from deepswe_jax.agent.chat import ChatTokenizer
-from deepswe_jax.agent.rollout import EpisodeSettings, collect_rollouts, initial_messages
+from deepswe_jax.agent.rollout import (
+    EpisodeSettings,
+    RolloutContext,
+    collect_rollouts,
+    initial_messages,
+)
 from deepswe_jax.agent.scripted_policy import gold_patch_replies, reply_ids
 from deepswe_jax.env.grading import grade_patch
 from deepswe_jax.env.pool import EnvPool
@@ -82,7 +87,7 @@ def main(argv):
                 pass
             started = time.monotonic()
             trajectories = await collect_rollouts(
-                tasks, _ROLLOUTS.value, pool, sampler, tokenizer, settings, 0
+                RolloutContext(pool, sampler, tokenizer, settings), tasks, _ROLLOUTS.value, 0
             )
             return trajectories, time.monotonic() - started
 

@@ -30,7 +30,7 @@ from flax import nnx
 from configs import sft_tiny
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import parse_function_call
-from deepswe_jax.agent.rollout import collect_rollouts
+from deepswe_jax.agent.rollout import RolloutContext, collect_rollouts
 from deepswe_jax.agent.scripted_policy import parse_unified_diff
 from deepswe_jax.agent.trajectory import StopReason, read_trajectories, write_trajectories
 from deepswe_jax.env.grading import GradeResult
@@ -216,12 +216,9 @@ def first_reply_parse_rate(
     try:
         trajectories = asyncio.run(
             collect_rollouts(
+                RolloutContext(CannedEnvPool(), sampler, tokenizer, episode_settings(config)),
                 tasks,
                 1,
-                CannedEnvPool(),
-                sampler,
-                tokenizer,
-                episode_settings(config),
                 0,
                 show_progress=False,
             )

@@ -1,5 +1,8 @@
 """The multi-turn episode loop: sample, parse the call, step the container, repeat; then grade.
 
+What stays the same for every episode of a run (the env pool, the sampler, the tokenizer and
+the `EpisodeSettings`) travels as one `RolloutContext`.
+
 One episode (`run_episode`):
 
     prompt = system prompt + issue, as token ids (`ChatTokenizer.prompt_ids`)
@@ -86,6 +89,18 @@ class EpisodeSettings:
         return self.submit_notice_tokens
 
 
+@dataclass(frozen=True)
+class RolloutContext:
+    """What every episode of a run uses and none changes: where its containers come from and
+    are graded (`env_pool`), what generates the replies (`sampler`), the chat tokenizer and the
+    episode limits (`settings`)."""
+
+    env_pool: EnvPoolProtocol
+    sampler: Sampler
+    tokenizer: ChatTokenizer
+    settings: EpisodeSettings
+
+
 def initial_messages(task: Task) -> list[Message]:
     """The system prompt and the instance prompt of `task` (our interface)."""
     return DeepSweJaxInterface().initial_messages(task, max_steps=0)
@@ -107,19 +122,14 @@ class _EpisodeState:
 
 
 async def run_episode(
-    task: Task,
-    env_pool: EnvPoolProtocol,
-    sampler: Sampler,
-    tokenizer: ChatTokenizer,
-    settings: EpisodeSettings,
-    rollout_index: int,
-    policy_version: int,
+    context: RolloutContext, task: Task, rollout_index: int, policy_version: int
 ) -> Trajectory:
     """Runs one episode of `task` (see the module docstring) and returns its trajectory.
 
     Container and grader failures end the episode as env_error / infra_error instead of
     raising; sampler errors and cancellation propagate (the Env is released).
     """
+    env_pool, tokenizer, settings = context.env_pool, context.tokenizer, context.settings
     started = time.perf_counter()
     messages = settings.interface.initial_messages(task, max_steps=settings.max_steps)
     state = _EpisodeState(ConversationTokens(tokenizer.prompt_ids(messages)))
@@ -141,7 +151,7 @@ async def run_episode(
             if env is not None:
                 try:
                     await asyncio.wait_for(
-                        _interact(env, sampler, tokenizer, settings, state),
+                        _interact(env, context, state),
                         settings.trajectory_timeout,
                     )
                 except asyncio.TimeoutError:
@@ -207,14 +217,9 @@ async def _timed(state: _EpisodeState, name: str, awaitable: Awaitable[Any]) -> 
         state.add_time(name, time.perf_counter() - started)
 
 
-async def _interact(
-    env: EnvProtocol,
-    sampler: Sampler,
-    tokenizer: ChatTokenizer,
-    settings: EpisodeSettings,
-    state: _EpisodeState,
-) -> None:
+async def _interact(env: EnvProtocol, context: RolloutContext, state: _EpisodeState) -> None:
     """The agent loop; sets `state.stop_reason` when it ends."""
+    sampler, tokenizer, settings = context.sampler, context.tokenizer, context.settings
     tokens = state.tokens
     interface = settings.interface
     await _timed(state, "tool_s", interface.prepare(env))
@@ -321,55 +326,25 @@ async def _gather_or_cancel(
 
 
 async def _episode_with_retries(
-    task: Task,
-    env_pool: EnvPoolProtocol,
-    sampler: Sampler,
-    tokenizer: ChatTokenizer,
-    settings: EpisodeSettings,
-    rollout_index: int,
-    policy_version: int,
+    context: RolloutContext, task: Task, rollout_index: int, policy_version: int
 ) -> Trajectory:
     """`run_episode`, run again by the pool while it ends in an infrastructure failure (e.g.
     its Docker host went away), so no trajectory is lost silently."""
 
     def episode() -> Awaitable[Trajectory]:
-        return run_episode(
-            task, env_pool, sampler, tokenizer, settings, rollout_index, policy_version
-        )
+        return run_episode(context, task, rollout_index, policy_version)
 
-    return await env_pool.run_with_retries(
+    return await context.env_pool.run_with_retries(
         episode,
         failed=lambda trajectory: trajectory.infra_error,
         name=f"{task.instance_id}#{rollout_index}",
     )
 
 
-async def run_group(
-    task: Task,
-    n: int,
-    env_pool: EnvPoolProtocol,
-    sampler: Sampler,
-    tokenizer: ChatTokenizer,
-    settings: EpisodeSettings,
-    policy_version: int,
-) -> list[Trajectory]:
-    """`n` concurrent episodes of `task` (rollout_index 0..n-1)."""
-    return await _gather_or_cancel(
-        [
-            _episode_with_retries(task, env_pool, sampler, tokenizer, settings, i, policy_version)
-            for i in range(n)
-        ],
-        progress=None,
-    )
-
-
 async def collect_rollouts(
+    context: RolloutContext,
     tasks: Sequence[Task],
     n: int,
-    env_pool: EnvPoolProtocol,
-    sampler: Sampler,
-    tokenizer: ChatTokenizer,
-    settings: EpisodeSettings,
     policy_version: int,
     *,
     output_path: str | os.PathLike | None = None,
@@ -385,9 +360,7 @@ async def collect_rollouts(
     ) as progress:
         trajectories = await _gather_or_cancel(
             [
-                _episode_with_retries(
-                    task, env_pool, sampler, tokenizer, settings, i, policy_version
-                )
+                _episode_with_retries(context, task, i, policy_version)
                 for task in tasks
                 for i in range(n)
             ],

@@ -37,7 +37,7 @@ import numpy as np
 from flax import nnx
 
 from deepswe_jax.agent.chat import ChatTokenizer
-from deepswe_jax.agent.rollout import EpisodeSettings, collect_rollouts
+from deepswe_jax.agent.rollout import EpisodeSettings, RolloutContext, collect_rollouts
 from deepswe_jax.agent.trajectory import Trajectory, trajectories_path, write_trajectories
 from deepswe_jax.env.protocols import EnvPoolProtocol
 from deepswe_jax.env.tasks import Task
@@ -296,6 +296,7 @@ def train(
     """
     run = run_dir.restore_or_init(trainer, initial_params, settings.seed)
     sampler = make_sampler(run.train_state.params, sampler_seed(run))
+    rollout_context = RolloutContext(env_pool, sampler, tokenizer, episode)
     run_dir.open_metrics(run.iteration)
     primary = run_dir.primary
     tasks_consumed = run.tasks_consumed
@@ -307,12 +308,9 @@ def train(
             tasks, seed=settings.seed, position=tasks_consumed, count=settings.tasks_per_step
         )
         trajectories = await collect_rollouts(
+            rollout_context,
             rollout_share(iteration_tasks, settings.processes_per_engine),
             settings.n_rollouts,
-            env_pool,
-            sampler,
-            tokenizer,
-            episode,
             policy_version=policy_version,
             show_progress=show_progress and primary,
         )

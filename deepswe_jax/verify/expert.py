@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.interface import AgentInterface, DeepSweJaxInterface
 from deepswe_jax.agent.parsing import render_function_call
-from deepswe_jax.agent.rollout import EpisodeSettings, collect_rollouts
+from deepswe_jax.agent.rollout import EpisodeSettings, RolloutContext, collect_rollouts
 from deepswe_jax.agent.scripted_policy import (
     REPO_ROOT,
     edit_calls,
@@ -166,12 +166,9 @@ async def collect_expert_trajectories(
         tasks, tokenizer, script=script, interface=settings.interface, max_steps=settings.max_steps
     )
     return await collect_rollouts(
+        RolloutContext(env_pool, sampler, tokenizer, settings),
         tasks,
         1,
-        env_pool,
-        sampler,
-        tokenizer,
-        settings,
         policy_version=0,
         output_path=output_path,
         show_progress=show_progress,

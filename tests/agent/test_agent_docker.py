@@ -18,6 +18,7 @@ from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.agent.rollout import (
     EpisodeSettings,
+    RolloutContext,
     collect_rollouts,
     initial_messages,
     run_episode,
@@ -108,12 +109,9 @@ def test_gold_patch_policy_resolves_shipped_tasks(
             max_envs=3, run_label=run_label, client=docker_client, step_timeout=60
         ) as pool:
             return await collect_rollouts(
+                RolloutContext(pool, sampler, tokenizer, settings),
                 shipped_tasks,
                 1,
-                pool,
-                sampler,
-                tokenizer,
-                settings,
                 0,
                 output_path=out,
                 show_progress=False,
@@ -148,20 +146,18 @@ def test_budget_stops_release_containers(
             max_envs=2, run_label=run_label, client=docker_client, step_timeout=5
         ) as pool:
             no_tool = run_episode(
+                RolloutContext(
+                    pool, ScriptedSampler([chatter] * 2), tokenizer, make_settings(max_steps=2)
+                ),
                 task,
-                pool,
-                ScriptedSampler([chatter] * 2),
-                tokenizer,
-                make_settings(max_steps=2),
                 0,
                 0,
             )
             too_slow = run_episode(
+                RolloutContext(
+                    pool, ScriptedSampler([sleep]), tokenizer, make_settings(trajectory_timeout=2.0)
+                ),
                 task,
-                pool,
-                ScriptedSampler([sleep]),
-                tokenizer,
-                make_settings(trajectory_timeout=2.0),
                 1,
                 0,
             )

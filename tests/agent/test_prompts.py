@@ -15,7 +15,7 @@ from deepswe_jax.agent.chat import ChatTokenizer, Message
 from deepswe_jax.agent.interface import DeepSweJaxInterface
 from deepswe_jax.agent.parsing import parse_function_call
 from deepswe_jax.agent.prompts import TOOLS, instance_prompt, system_prompt
-from deepswe_jax.agent.rollout import run_episode
+from deepswe_jax.agent.rollout import RolloutContext, run_episode
 from deepswe_jax.agent.scripted_policy import reply_ids
 from deepswe_jax.agent.trajectory import StopReason
 from deepswe_jax.experiment import episode_settings
@@ -81,7 +81,9 @@ def test_an_episode_with_the_compact_prompt_parses_and_finishes_like_the_full_on
     task = make_task(problem_statement=ISSUE)
     script = [reply_ids(tokenizer, FIX), reply_ids(tokenizer, FINISH)]
     sampler = ScriptedSampler(script)
-    trajectory = asyncio.run(run_episode(task, FakeEnvPool(), sampler, tokenizer, settings, 0, 0))
+    trajectory = asyncio.run(
+        run_episode(RolloutContext(FakeEnvPool(), sampler, tokenizer, settings), task, 0, 0)
+    )
     assert trajectory.stop_reason is StopReason.finished and trajectory.reward == 1.0
     assert list(trajectory.prompt_ids) == tokenizer.prompt_ids(
         interface.initial_messages(task, max_steps=settings.max_steps)

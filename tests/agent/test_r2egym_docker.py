@@ -32,7 +32,7 @@ import pytest
 from configs import tiny
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.r2egym import R2EGymInterface, R2EGymPrompts
-from deepswe_jax.agent.rollout import run_episode
+from deepswe_jax.agent.rollout import RolloutContext, run_episode
 from deepswe_jax.agent.scripted_policy import reply_ids
 from deepswe_jax.agent.trajectory import StopReason
 from deepswe_jax.env.images import ensure_task_image
@@ -178,7 +178,9 @@ def test_r2egym_episode_resolves_a_task_with_prompts_from_a_file(
     async def episode():
         run_label = f"pytest-r2egym-{uuid.uuid4().hex[:8]}"
         async with EnvPool(max_envs=1, run_label=run_label, client=docker_client) as pool:
-            return await run_episode(confini_task, pool, sampler, tokenizer, settings, 0, 0)
+            return await run_episode(
+                RolloutContext(pool, sampler, tokenizer, settings), confini_task, 0, 0
+            )
 
     trajectory = asyncio.run(episode())
     assert trajectory.stop_reason is StopReason.finished, trajectory.steps

@@ -12,7 +12,12 @@ from fake_env import FIXED_SOURCE, SOURCE_PATH, FakeEnvPool, VirtualClockLoop, m
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.agent.prompts import LAST_STEP_NOTICE, SUBMIT_NOW_NOTICE
-from deepswe_jax.agent.rollout import EpisodeSettings, collect_rollouts, run_episode, run_group
+from deepswe_jax.agent.rollout import (
+    EpisodeSettings,
+    RolloutContext,
+    collect_rollouts,
+    run_episode,
+)
 from deepswe_jax.agent.scripted_policy import reply_ids
 from deepswe_jax.agent.trajectory import StopReason, read_trajectories
 from deepswe_jax.sampling.scripted import ScriptedSampler
@@ -64,7 +69,9 @@ def run(coroutine):
 def test_tokens_are_exactly_the_sampled_ids(tokenizer: ChatTokenizer):
     pool, script = FakeEnvPool(), fix_script(tokenizer)
     sampler = ScriptedSampler(script)
-    trajectory = run(run_episode(make_task(), pool, sampler, tokenizer, make_settings(), 2, 7))
+    trajectory = run(
+        run_episode(RolloutContext(pool, sampler, tokenizer, make_settings()), make_task(), 2, 7)
+    )
 
     assert trajectory.stop_reason is StopReason.finished
     assert (trajectory.reward, trajectory.num_steps, trajectory.infra_error) == (1.0, 3, False)
@@ -109,7 +116,12 @@ def test_retokenizing_the_text_would_change_the_tokens(tokenizer: ChatTokenizer)
     script = [bash + odd_split + close + [tokenizer.im_end_id], reply_ids(tokenizer, FINISH)]
     pool = FakeEnvPool()
     trajectory = run(
-        run_episode(make_task(), pool, ScriptedSampler(script), tokenizer, make_settings(), 0, 0)
+        run_episode(
+            RolloutContext(pool, ScriptedSampler(script), tokenizer, make_settings()),
+            make_task(),
+            0,
+            0,
+        )
     )
 
     assert trajectory.stop_reason is StopReason.finished
@@ -130,7 +142,12 @@ def test_observations_carry_steps_remaining_and_notices(tokenizer: ChatTokenizer
     script = [noop, noop, reply_ids(tokenizer, FINISH)]
     settings = make_settings(max_steps=3, submit_notice_tokens=1)
     trajectory = run(
-        run_episode(make_task(), FakeEnvPool(), ScriptedSampler(script), tokenizer, settings, 0, 0)
+        run_episode(
+            RolloutContext(FakeEnvPool(), ScriptedSampler(script), tokenizer, settings),
+            make_task(),
+            0,
+            0,
+        )
     )
     text = tokenizer.decode(trajectory.token_ids)
     assert "Steps Remaining: 2" in text and "Steps Remaining: 1" + LAST_STEP_NOTICE in text
@@ -143,7 +160,9 @@ def test_policy_that_never_calls_a_tool_stops_at_max_steps(tokenizer: ChatTokeni
     pool = FakeEnvPool()
     sampler = ScriptedSampler([chatter] * 4)  # a fifth turn would raise: the loop must stop at 4
     trajectory = run(
-        run_episode(make_task(), pool, sampler, tokenizer, make_settings(max_steps=4), 0, 0)
+        run_episode(
+            RolloutContext(pool, sampler, tokenizer, make_settings(max_steps=4)), make_task(), 0, 0
+        )
     )
 
     assert trajectory.stop_reason is StopReason.max_steps and trajectory.compact_filtered
@@ -157,7 +176,9 @@ def test_max_context_caps_each_turn_and_stops(tokenizer: ChatTokenizer):
     long_reply = reply_ids(tokenizer, "<think>\n" + "look closer " * 80 + "\n</think>\n\n" + VIEW)
     pool, sampler = FakeEnvPool(), ScriptedSampler([long_reply] * 3)
     settings = make_settings(max_context=len(long_reply) + 100)
-    trajectory = run(run_episode(make_task(), pool, sampler, tokenizer, settings, 0, 0))
+    trajectory = run(
+        run_episode(RolloutContext(pool, sampler, tokenizer, settings), make_task(), 0, 0)
+    )
 
     assert trajectory.stop_reason is StopReason.max_context and trajectory.compact_filtered
     first, second = sampler.requests
@@ -176,11 +197,10 @@ def test_max_context_when_the_observation_does_not_fit(tokenizer: ChatTokenizer)
     pool = FakeEnvPool()
     trajectory = run(
         run_episode(
+            RolloutContext(
+                pool, ScriptedSampler([view]), tokenizer, make_settings(max_context=len(view) + 5)
+            ),
             make_task(),
-            pool,
-            ScriptedSampler([view]),
-            tokenizer,
-            make_settings(max_context=len(view) + 5),
             0,
             0,
         )
@@ -197,7 +217,10 @@ def test_timeout_stops_the_episode_and_releases_the_env(tokenizer: ChatTokenizer
     with asyncio.Runner(loop_factory=VirtualClockLoop) as runner:
         trajectory = runner.run(
             run_episode(
-                make_task(), pool, ScriptedSampler(fix_script(tokenizer)), tokenizer, settings, 0, 0
+                RolloutContext(pool, ScriptedSampler(fix_script(tokenizer)), tokenizer, settings),
+                make_task(),
+                0,
+                0,
             )
         )
 
@@ -210,11 +233,10 @@ def test_env_error_ends_the_episode_without_grading(tokenizer: ChatTokenizer):
     pool = FakeEnvPool(fail_at_step=2)
     trajectory = run(
         run_episode(
+            RolloutContext(
+                pool, ScriptedSampler(fix_script(tokenizer)), tokenizer, make_settings()
+            ),
             make_task(),
-            pool,
-            ScriptedSampler(fix_script(tokenizer)),
-            tokenizer,
-            make_settings(),
             0,
             0,
         )
@@ -231,11 +253,10 @@ def test_exhausting_its_own_container_scores_zero_and_is_trained_on(tokenizer: C
     pool = FakeEnvPool(limit_at_step=2)
     trajectory = run(
         run_episode(
+            RolloutContext(
+                pool, ScriptedSampler(fix_script(tokenizer)), tokenizer, make_settings()
+            ),
             make_task(),
-            pool,
-            ScriptedSampler(fix_script(tokenizer)),
-            tokenizer,
-            make_settings(),
             0,
             0,
         )
@@ -250,11 +271,10 @@ def test_a_patch_over_the_cap_is_graded_patch_too_large(tokenizer: ChatTokenizer
     pool = FakeEnvPool(patch_too_large=True)
     trajectory = run(
         run_episode(
+            RolloutContext(
+                pool, ScriptedSampler(fix_script(tokenizer)), tokenizer, make_settings()
+            ),
             make_task(),
-            pool,
-            ScriptedSampler(fix_script(tokenizer)),
-            tokenizer,
-            make_settings(),
             0,
             0,
         )
@@ -267,7 +287,9 @@ def test_a_patch_over_the_cap_is_graded_patch_too_large(tokenizer: ChatTokenizer
 def test_failed_acquire_is_an_env_error(tokenizer: ChatTokenizer):
     pool = FakeEnvPool(fail_acquire=True)
     trajectory = run(
-        run_episode(make_task(), pool, ScriptedSampler([]), tokenizer, make_settings(), 0, 0)
+        run_episode(
+            RolloutContext(pool, ScriptedSampler([]), tokenizer, make_settings()), make_task(), 0, 0
+        )
     )
     assert trajectory.stop_reason is StopReason.env_error and trajectory.infra_error
     assert (
@@ -281,11 +303,10 @@ def test_grader_failure_is_infra_not_a_wrong_answer(tokenizer: ChatTokenizer):
     pool = FakeEnvPool(fail_grade=True)
     trajectory = run(
         run_episode(
+            RolloutContext(
+                pool, ScriptedSampler(fix_script(tokenizer)), tokenizer, make_settings()
+            ),
             make_task(),
-            pool,
-            ScriptedSampler(fix_script(tokenizer)),
-            tokenizer,
-            make_settings(),
             0,
             0,
         )
@@ -299,11 +320,10 @@ def test_sampler_errors_propagate_and_release_the_env(tokenizer: ChatTokenizer):
     with pytest.raises(RuntimeError, match="the script has 1 turns"):
         run(
             run_episode(
+                RolloutContext(
+                    pool, ScriptedSampler([reply_ids(tokenizer, VIEW)]), tokenizer, make_settings()
+                ),
                 make_task(),
-                pool,
-                ScriptedSampler([reply_ids(tokenizer, VIEW)]),
-                tokenizer,
-                make_settings(),
                 0,
                 0,
             )
@@ -317,11 +337,10 @@ def test_cancellation_releases_the_env(tokenizer: ChatTokenizer):
     async def cancel_mid_step():
         episode = asyncio.ensure_future(
             run_episode(
+                RolloutContext(
+                    pool, ScriptedSampler(fix_script(tokenizer)), tokenizer, make_settings()
+                ),
                 make_task(),
-                pool,
-                ScriptedSampler(fix_script(tokenizer)),
-                tokenizer,
-                make_settings(),
                 0,
                 0,
             )
@@ -340,11 +359,10 @@ def test_prompt_over_the_limit_stops_before_acquiring(tokenizer: ChatTokenizer):
     pool = FakeEnvPool()
     trajectory = run(
         run_episode(
+            RolloutContext(
+                pool, ScriptedSampler([]), tokenizer, make_settings(max_prompt_tokens=50)
+            ),
             make_task(),
-            pool,
-            ScriptedSampler([]),
-            tokenizer,
-            make_settings(max_prompt_tokens=50),
             0,
             0,
         )
@@ -358,7 +376,10 @@ def test_turn_ended_by_endoftext_is_closed_with_unmasked_im_end(tokenizer: ChatT
     script = [view, reply_ids(tokenizer, FINISH)]
     trajectory = run(
         run_episode(
-            make_task(), FakeEnvPool(), ScriptedSampler(script), tokenizer, make_settings(), 0, 0
+            RolloutContext(FakeEnvPool(), ScriptedSampler(script), tokenizer, make_settings()),
+            make_task(),
+            0,
+            0,
         )
     )
     start = len(trajectory.prompt_ids)
@@ -371,26 +392,24 @@ def test_two_calls_run_the_first_and_say_so(tokenizer: ChatTokenizer):
     script = [reply_ids(tokenizer, VIEW + "\n" + FIX), reply_ids(tokenizer, FINISH)]
     pool = FakeEnvPool()
     trajectory = run(
-        run_episode(make_task(), pool, ScriptedSampler(script), tokenizer, make_settings(), 0, 0)
+        run_episode(
+            RolloutContext(pool, ScriptedSampler(script), tokenizer, make_settings()),
+            make_task(),
+            0,
+            0,
+        )
     )
     assert [tool for tool, _ in pool.steps] == ["file_editor", "finish"]
     assert pool.steps[0][1]["command"] == "view"
     assert trajectory.steps[0]["observation"].startswith("NOTE: your reply held 2 function calls")
 
 
-def test_run_group_and_collect_rollouts(tokenizer: ChatTokenizer, tmp_path: Path):
+def test_collect_rollouts_of_one_task_and_of_several(tokenizer: ChatTokenizer, tmp_path: Path):
     pool = FakeEnvPool()
-    group = run(
-        run_group(
-            make_task(),
-            3,
-            pool,
-            ScriptedSampler(fix_script(tokenizer)),
-            tokenizer,
-            make_settings(),
-            1,
-        )
+    context = RolloutContext(
+        pool, ScriptedSampler(fix_script(tokenizer)), tokenizer, make_settings()
     )
+    group = run(collect_rollouts(context, [make_task()], 3, 1, show_progress=False))
     assert [t.rollout_index for t in group] == [0, 1, 2] and all(t.reward == 1.0 for t in group)
     assert pool.max_active == 3 and pool.released == 3
 
@@ -398,12 +417,11 @@ def test_run_group_and_collect_rollouts(tokenizer: ChatTokenizer, tmp_path: Path
     out = tmp_path / "iter_000001.jsonl"
     trajectories = run(
         collect_rollouts(
+            RolloutContext(
+                FakeEnvPool(), ScriptedSampler(fix_script(tokenizer)), tokenizer, make_settings()
+            ),
             tasks,
             2,
-            FakeEnvPool(),
-            ScriptedSampler(fix_script(tokenizer)),
-            tokenizer,
-            make_settings(),
             1,
             output_path=out,
             show_progress=False,

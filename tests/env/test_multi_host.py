@@ -19,7 +19,7 @@ import pytest
 
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
-from deepswe_jax.agent.rollout import EpisodeSettings, run_episode
+from deepswe_jax.agent.rollout import EpisodeSettings, RolloutContext, run_episode
 from deepswe_jax.agent.scripted_policy import gold_patch_replies, reply_ids
 from deepswe_jax.agent.trajectory import StopReason
 from deepswe_jax.env.docker_runtime import DockerRuntime
@@ -236,7 +236,9 @@ def test_pool_survives_a_docker_host_dying_mid_run(tiny_task, docker_client, sec
 
             episodes = [
                 pool.run_with_retries(
-                    lambda i=i: run_episode(tiny_task, pool, sampler, tokenizer, settings, i, 0),
+                    lambda i=i: run_episode(
+                        RolloutContext(pool, sampler, tokenizer, settings), tiny_task, i, 0
+                    ),
                     failed=lambda trajectory: trajectory.infra_error,
                     name=f"episode {i}",
                 )

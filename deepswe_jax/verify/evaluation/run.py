@@ -30,7 +30,7 @@ import tqdm
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.interface import DEEPSWE_JAX
 from deepswe_jax.agent.r2egym import R2EGymInterface
-from deepswe_jax.agent.rollout import EpisodeSettings, run_episode
+from deepswe_jax.agent.rollout import EpisodeSettings, RolloutContext, run_episode
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
 from deepswe_jax.env.grading import GradeResult
 from deepswe_jax.env.images import ensure_task_images
@@ -137,15 +137,8 @@ async def run_pair(
 ) -> Trajectory:
     """Run `task` once with `policy` (an episode, or grading a fixed patch) and grade it."""
     if isinstance(policy, AgentPolicy):
-        return await run_episode(
-            task,
-            env_pool,
-            policy.sampler,
-            policy.tokenizer,
-            episode,
-            run_index,
-            policy.policy_version,
-        )
+        context = RolloutContext(env_pool, policy.sampler, policy.tokenizer, episode)
+        return await run_episode(context, task, run_index, policy.policy_version)
     started = time.perf_counter()
     if isinstance(policy, PredictionsPolicy):
         patch = policy.patch(task)
