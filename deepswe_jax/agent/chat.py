@@ -21,7 +21,6 @@ ordinary characters, never as the control token.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -170,39 +169,6 @@ class ChatTokenizer:
             + self.turn_ids(Message("user", observation))
             + list(self._generation_prompt_ids)
         )
-
-
-def write_tokenizer_config(directory: str | os.PathLike, tokenizer: tokenizers.Tokenizer) -> None:
-    """Writes a Qwen3-like tokenizer_config.json (chat template, eos/pad, added tokens) for
-    `transformers.AutoTokenizer`."""
-    added = {
-        str(tokenizer.token_to_id(token)): {
-            "content": token,
-            "lstrip": False,
-            "normalized": False,
-            "rstrip": False,
-            "single_word": False,
-            "special": special,
-        }
-        for token, special in QWEN3_ADDED_TOKENS
-    }
-    config = {
-        "add_bos_token": False,
-        "add_prefix_space": False,
-        "added_tokens_decoder": added,
-        "bos_token": None,
-        "chat_template": CHAT_TEMPLATE,
-        "clean_up_tokenization_spaces": False,
-        "eos_token": IM_END,
-        "errors": "replace",
-        "model_max_length": 131072,
-        "pad_token": END_OF_TEXT,
-        "split_special_tokens": False,
-        "tokenizer_class": "Qwen2Tokenizer",
-        "unk_token": None,
-    }
-    path = Path(directory) / "tokenizer_config.json"
-    path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
 
 
 class ConversationTokens:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import platform
 import sysconfig
 from pathlib import Path
@@ -24,7 +25,7 @@ import tokenizers
 from tokenizers import AddedToken, decoders, models, normalizers, pre_tokenizers, trainers
 
 from deepswe_jax.agent import parsing, prompts
-from deepswe_jax.agent.chat import QWEN3_ADDED_TOKENS, write_tokenizer_config
+from deepswe_jax.agent.chat import CHAT_TEMPLATE, END_OF_TEXT, IM_END, QWEN3_ADDED_TOKENS
 
 VOCAB_SIZE = 4096
 # Qwen2/Qwen3 pre-tokenizer split pattern.
@@ -114,6 +115,39 @@ def build_tokenizer(corpus: list[str]) -> tokenizers.Tokenizer:
         else:
             tokenizer.add_tokens([added])
     return tokenizer
+
+
+def write_tokenizer_config(directory: str | os.PathLike, tokenizer: tokenizers.Tokenizer) -> None:
+    """Writes a Qwen3-like tokenizer_config.json (chat template, eos/pad, added tokens) for
+    `transformers.AutoTokenizer`."""
+    added = {
+        str(tokenizer.token_to_id(token)): {
+            "content": token,
+            "lstrip": False,
+            "normalized": False,
+            "rstrip": False,
+            "single_word": False,
+            "special": special,
+        }
+        for token, special in QWEN3_ADDED_TOKENS
+    }
+    config = {
+        "add_bos_token": False,
+        "add_prefix_space": False,
+        "added_tokens_decoder": added,
+        "bos_token": None,
+        "chat_template": CHAT_TEMPLATE,
+        "clean_up_tokenization_spaces": False,
+        "eos_token": IM_END,
+        "errors": "replace",
+        "model_max_length": 131072,
+        "pad_token": END_OF_TEXT,
+        "split_special_tokens": False,
+        "tokenizer_class": "Qwen2Tokenizer",
+        "unk_token": None,
+    }
+    path = Path(directory) / "tokenizer_config.json"
+    path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
 
 
 def main() -> None:
