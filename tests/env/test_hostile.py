@@ -2,14 +2,12 @@
 fork bombs, loops, network, floods of output, rm -rf, writes to the tool server's own stdout and
 stdin, setsid daemons, and disk fills."""
 
-import asyncio
-
 import pytest
 
 from deepswe_jax.env import observation
 from deepswe_jax.env.docker_runtime import DockerRuntime
-from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.runtime import ResourceLimitError
+from tests.env.env_pair import assert_serving, bash, env_pair
 
 STEP_TIMEOUT = 4
 
@@ -17,25 +15,8 @@ STEP_TIMEOUT = 4
 @pytest.fixture(scope="module")
 def envs(tiny_task, docker_client):
     """Two environments of one pool on a private event loop: (run, victim, bystander)."""
-    loop = asyncio.new_event_loop()
-    pool = EnvPool(max_envs=2, client=docker_client, step_timeout=STEP_TIMEOUT)
-    contexts = [pool.acquire(tiny_task), pool.acquire(tiny_task)]
-    victim, bystander = (loop.run_until_complete(c.__aenter__()) for c in contexts)
-    yield loop.run_until_complete, victim, bystander
-    for context in contexts:
-        loop.run_until_complete(context.__aexit__(None, None, None))
-    loop.run_until_complete(pool.close())
-    loop.close()
-
-
-def bash(run, env, cmd):
-    return run(env.step("execute_bash", {"cmd": cmd}))
-
-
-def assert_serving(run, *envs):
-    for env in envs:
-        result = bash(run, env, "echo still-serving")
-        assert not result.env_error and "still-serving" in result.observation
+    with env_pair(tiny_task, docker_client, STEP_TIMEOUT) as pair:
+        yield pair
 
 
 def process_count(run, env):

@@ -13,16 +13,15 @@ runtime of their own with a 16 MB disk limit when they go after the limit.
 
 from __future__ import annotations
 
-import asyncio
 import textwrap
 
 import pytest
 
 from deepswe_jax.env.docker_runtime import DockerRuntime
 from deepswe_jax.env.grading import grade_patch
-from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.runtime import PatchTooLargeError, PolicyLimitError, ResourceLimitError
 from deepswe_jax.env.tasks import unified_diff
+from tests.env.env_pair import assert_serving, bash, env_pair
 
 MODULE = "tinycalc/__init__.py"
 # Prints a pytest summary in which every test id of the command line PASSED, to the test run's
@@ -367,25 +366,8 @@ STEAL_SECRET = textwrap.dedent(
 @pytest.fixture(scope="module")
 def episode(tiny_task, docker_client):
     """(run, env, bystander): two environments of one pool, no disk limit, a private loop."""
-    loop = asyncio.new_event_loop()
-    pool = EnvPool(max_envs=2, client=docker_client, step_timeout=STEP_TIMEOUT)
-    contexts = [pool.acquire(tiny_task), pool.acquire(tiny_task)]
-    env, bystander = (loop.run_until_complete(c.__aenter__()) for c in contexts)
-    yield loop.run_until_complete, env, bystander
-    for context in contexts:
-        loop.run_until_complete(context.__aexit__(None, None, None))
-    loop.run_until_complete(pool.close())
-    loop.close()
-
-
-def bash(run, env, cmd):
-    return run(env.step("execute_bash", {"cmd": cmd}))
-
-
-def assert_serving(run, *envs):
-    for env in envs:
-        result = bash(run, env, "echo still-serving")
-        assert not result.env_error and "still-serving" in result.observation
+    with env_pair(tiny_task, docker_client, STEP_TIMEOUT) as pair:
+        yield pair
 
 
 def test_the_channel_secret_cannot_be_read_or_used(episode):
