@@ -27,7 +27,9 @@ the second half (tunix: prompt = the first seq / 2 tokens, completion = the rest
 same targets through loss_mask), random per-row advantages, old log-probs = current (one update
 per batch). Every row has exactly seq / 2 loss tokens, so tunix's token-mean,
 sequence-mean-token-mean and sequence-mean-token-scale and our seq_sum_const / token_mean all
-give the same loss here; the agreement check does not depend on the aggregation choice.
+give the same loss here; the agreement check does not depend on the aggregation choice. With
+old log-probs = current the ratio is 1 and the loss is -mean(advantages) for any weights, so the
+loss checks the aggregation only; the gradient is what checks the model and the loss's backward.
 
 Printed per case: step time (median of --repeats steps after --warmup steps; the warm-up
 includes compilation, and tunix's PeftTrainer step took ~12 s on its second call in our runs,
@@ -332,7 +334,9 @@ def _parent(case_names: list[str], warmup: int, repeats: int, tunix_python: str)
         "loss aggregation: ours seq_sum_const (L = seq/2), tunix sequence-mean-token-scale "
         "(norm = completion length = seq/2): the same loss; every row has seq/2 loss tokens, so "
         "token-mean would agree too. grad rel diff = max|g_ours - g_tunix| / max|g_tunix| of the "
-        "first (pre-update) gradient.\n",
+        "first (pre-update) gradient. With old = current log-probs the ratio is 1 and the loss "
+        "is -mean(advantages) whatever the model: it checks the aggregation; the gradient "
+        "checks the model.\n",
         flush=True,
     )
     rows = []
