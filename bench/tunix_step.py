@@ -1,6 +1,6 @@
 """GRPO train step (forward, backward, AdamW update): deepswe_jax's Trainer vs google-tunix's.
 
-  JAX_PLATFORMS=cpu python bench/tunix_step.py [--repeats=3] [--warmup=2] [--cases=tiny-4x512,...]
+  PYTHONPATH=$PWD JAX_PLATFORMS=cpu python bench/tunix_step.py [--repeats=3] [--warmup=2] [--cases=tiny-4x512,...]
       [--tunix-python=/work/venv-tunix/bin/python]
 
 tunix runs in its own venv with the same jax / flax / optax (google-tunix from PyPI):
