@@ -1,7 +1,7 @@
 """GRPO train step (forward, backward, AdamW update): deepswe_jax's Trainer vs google-tunix's.
 
-  PYTHONPATH=$PWD JAX_PLATFORMS=cpu python bench/tunix_step.py [--repeats=3] [--warmup=2] [--cases=tiny-4x512,...]
-      [--tunix-python=/work/venv-tunix/bin/python]
+  PYTHONPATH=$PWD JAX_PLATFORMS=cpu python bench/tunix_step.py [--repeats=3] [--warmup=2]
+      [--cases=tiny-4x512,...] [--tunix-python=/work/venv-tunix/bin/python]
 
 tunix runs in its own venv with the same jax / flax / optax (google-tunix from PyPI):
 
