@@ -49,38 +49,27 @@ def exit_status(code: int) -> bytes:
     ).encode()
 
 
-def running_status() -> k8s.V1PodStatus:
+def pod_status(phase: str, state: k8s.V1ContainerState, ready: bool = False) -> k8s.V1PodStatus:
+    """A pod status whose one container ("env") is in `state`."""
     return k8s.V1PodStatus(
-        phase="Running",
+        phase=phase,
         container_statuses=[
             k8s.V1ContainerStatus(
-                name="env",
-                image="x",
-                image_id="",
-                ready=True,
-                restart_count=0,
-                state=k8s.V1ContainerState(running=k8s.V1ContainerStateRunning()),
+                name="env", image="x", image_id="", ready=ready, restart_count=0, state=state
             )
         ],
+    )
+
+
+def running_status() -> k8s.V1PodStatus:
+    return pod_status(
+        "Running", k8s.V1ContainerState(running=k8s.V1ContainerStateRunning()), ready=True
     )
 
 
 def waiting_status(reason: str, message: str) -> k8s.V1PodStatus:
-    return k8s.V1PodStatus(
-        phase="Pending",
-        container_statuses=[
-            k8s.V1ContainerStatus(
-                name="env",
-                image="x",
-                image_id="",
-                ready=False,
-                restart_count=0,
-                state=k8s.V1ContainerState(
-                    waiting=k8s.V1ContainerStateWaiting(reason=reason, message=message)
-                ),
-            )
-        ],
-    )
+    waiting = k8s.V1ContainerStateWaiting(reason=reason, message=message)
+    return pod_status("Pending", k8s.V1ContainerState(waiting=waiting))
 
 
 class WatchResponse:

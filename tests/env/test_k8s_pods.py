@@ -23,6 +23,7 @@ from tests.env.k8s_fakes import (
     Sleeps,
     api_error,
     make_runtime,
+    pod_status,
     running_status,
     waiting_status,
 )
@@ -182,23 +183,10 @@ def test_image_pull_backoff_fails_at_once_naming_the_image():
 
 
 def test_pod_that_stops_while_starting_is_an_environment_error():
-    failed = k8s.V1PodStatus(
-        phase="Failed",
-        container_statuses=[
-            k8s.V1ContainerStatus(
-                name="env",
-                image="x",
-                image_id="",
-                ready=False,
-                restart_count=0,
-                state=k8s.V1ContainerState(
-                    terminated=k8s.V1ContainerStateTerminated(
-                        exit_code=127, reason="Error", message="python3: not found"
-                    )
-                ),
-            )
-        ],
+    terminated = k8s.V1ContainerStateTerminated(
+        exit_code=127, reason="Error", message="python3: not found"
     )
+    failed = pod_status("Failed", k8s.V1ContainerState(terminated=terminated))
     api = FakeCoreV1Api(statuses=[failed])
     with pytest.raises(EnvironmentUnavailableError, match="exit code 127"):
         make_runtime(api).start()
