@@ -51,22 +51,20 @@ class Case:
     seq: int
 
 
+# The ~100M Qwen3 of bench/model_throughput.py (HF config overrides of configs/tiny.py's
+# model), shared by bench/tunix_step.py and bench/vllm_sampler.py.
+MODEL_100M = {
+    "vocab_size": 32000,
+    "hidden_size": 768,
+    "intermediate_size": 2048,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "num_key_value_heads": 4,
+    "head_dim": 64,
+}
 CASES = (
     Case("tiny", {}, batch=4, seq=512),
-    Case(
-        "100M",
-        {
-            "vocab_size": 32000,
-            "hidden_size": 768,
-            "intermediate_size": 2048,
-            "num_hidden_layers": 12,
-            "num_attention_heads": 12,
-            "num_key_value_heads": 4,
-            "head_dim": 64,
-        },
-        batch=1,
-        seq=256,
-    ),
+    Case("100M", MODEL_100M, batch=1, seq=256),
 )
 
 

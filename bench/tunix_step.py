@@ -58,22 +58,14 @@ import numpy as np
 CPUS = 2
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TUNIX_PYTHON = "/work/venv-tunix/bin/python"
-# (name, HF config overrides of configs/tiny.py's model, batch, seq); the 100M dims are
-# bench/model_throughput.py's.
-MODEL_100M = {
-    "vocab_size": 32000,
-    "hidden_size": 768,
-    "intermediate_size": 2048,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 12,
-    "num_key_value_heads": 4,
-    "head_dim": 64,
-}
+# name -> (model, batch, seq): 'tiny' is configs/tiny.py's model, '100M' bench/train_step.py's
+# MODEL_100M (bench/model_throughput.py's dims; imported by the parent only, since the tunix
+# side runs without the repository on its path).
 CASES = {
-    "tiny-4x512": ({}, 4, 512),
-    "tiny-1x2048": ({}, 1, 2048),
-    "100M-4x512": (MODEL_100M, 4, 512),
-    "100M-1x2048": (MODEL_100M, 1, 2048),
+    "tiny-4x512": ("tiny", 4, 512),
+    "tiny-1x2048": ("tiny", 1, 2048),
+    "100M-4x512": ("100M", 4, 512),
+    "100M-1x2048": ("100M", 1, 2048),
 }
 # Gradients compared: (label, our nnx path, tunix nnx path); our per-layer params are stacked
 # on a leading layer axis, tunix keeps a list of layers. Both store q_proj as [embed, heads,
@@ -323,7 +315,7 @@ def _parent(case_names: list[str], warmup: int, repeats: int, tunix_python: str)
     import jax
     import transformers
 
-    from bench.train_step import Case, _write_checkpoint
+    from bench.train_step import MODEL_100M, Case, _write_checkpoint
 
     transformers.utils.logging.disable_progress_bar()
     hyper = _hyper()
@@ -341,7 +333,8 @@ def _parent(case_names: list[str], warmup: int, repeats: int, tunix_python: str)
     )
     rows = []
     for name in case_names:
-        overrides, batch, seq = CASES[name]
+        size, batch, seq = CASES[name]
+        overrides = MODEL_100M if size == "100M" else {}
         with tempfile.TemporaryDirectory() as work:
             hf_dir = os.path.join(work, "hf")
             _write_checkpoint(Case(name, overrides, batch, seq), hf_dir)

@@ -25,6 +25,7 @@ import jax
 import numpy as np
 from flax import nnx
 
+from bench.train_step import MODEL_100M
 from configs import tiny
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.sampling import GenerateRequest, JaxSampler, SamplingParams
@@ -34,16 +35,7 @@ from deepswe_jax.sampling.vllm_sampler import VLLMSampler
 PROMPT_LEN = 32
 MODELS = {
     "tiny": {},
-    "100M": {  # bench/train_step.py's
-        "vocab_size": 32000,
-        "hidden_size": 768,
-        "intermediate_size": 2048,
-        "num_hidden_layers": 12,
-        "num_attention_heads": 12,
-        "num_key_value_heads": 4,
-        "head_dim": 64,
-        "tie_word_embeddings": False,
-    },
+    "100M": {**MODEL_100M, "tie_word_embeddings": False},
 }
 
 
