@@ -62,12 +62,9 @@ def memory_per_device(
         for leaf, sharding in zip(jax.tree.leaves(state), jax.tree.leaves(shardings), strict=True)
     )
     shape = cache_shape(model.config, slots, max_cache_len)
-    whole = slots * max_cache_len * model.config.kv_bytes_per_token(np.dtype(model.dtype).itemsize)
-    # keys and values are sharded alike (batch and kv heads); each device holds the share of the
-    # whole cache its shard is of the values' shape (an exact division: shards divide evenly)
+    # keys and values hold the same bytes, sharded alike (batch and kv heads)
     cache_sharding = logical_to_sharding(VALUES_LOGICAL_AXES, mesh, rules, shape=shape)
-    shard = math.prod(cache_sharding.shard_shape(shape))
-    return weights, whole * shard // math.prod(shape)
+    return weights, 2 * _bytes_per_device(shape, model.dtype, cache_sharding)
 
 
 def refuse_what_cannot_fit(
