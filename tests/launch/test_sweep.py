@@ -22,7 +22,7 @@ from deepswe_jax.rl.metrics import read_metrics
 from launch import sweep
 from launch.k8s.manifests import TRAINER_ACCOUNT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TINY = str(REPO_ROOT / "configs" / "tiny.py")
 NAMES = ["lr=0.0001", "lr=0.0003", "lr=0.001"]
 # The smallest training iteration launch/train.py runs: one task, two rollouts.
