@@ -31,7 +31,7 @@ each at its full 65,536 tokens):
   python launch/plan_memory.py --config=configs/deepswe_preview_eval.py --sampler \\
       --num_devices=8 --device_memory_gb=80
 
-A miniature of the same evaluation, the tiny model on CPU (tests/test_deepswe_preview_eval.py):
+A miniature of the same evaluation, the tiny model on CPU (tests/configs/test_deepswe_preview_eval.py):
 --config=configs/deepswe_preview_eval.py:mini.
 """
 

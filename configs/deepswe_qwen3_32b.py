@@ -4,7 +4,7 @@
       --config.init_from=/ckpt/Qwen3-32B --config.tokenizer=/ckpt/Qwen3-32B
 
 Memory plan: python -m launch.plan_memory --config=configs/deepswe_qwen3_32b.py --num_devices=64
-(37.8 of 80 GB per device with cuDNN flash attention: 42 GB of margin; tests/test_gpu_configs.py).
+(37.8 of 80 GB per device with cuDNN flash attention: 42 GB of margin; tests/configs/test_gpu_configs.py).
 SLURM: python launch/sweep.py --config=configs/deepswe_qwen3_32b.py --workdir=... --mode=print
 --nodes=8 --gpus_per_node=8 prints the sbatch line (one process per node, 8 GPUs each).
 

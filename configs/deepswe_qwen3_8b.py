@@ -5,7 +5,7 @@
       --config.init_from=/ckpt/Qwen3-8B --config.tokenizer=/ckpt/Qwen3-8B
 
 Memory plan: python -m launch.plan_memory --config=configs/deepswe_qwen3_8b.py --num_devices=8
-(about 40 of 80 GB per device; tests/test_gpu_configs.py checks the margin). One Qwen3-8B does
+(about 40 of 80 GB per device; tests/configs/test_gpu_configs.py checks the margin). One Qwen3-8B does
 not fit one GPU with fp32 master weights and AdamW (131 GB of state alone); FSDP over the 8 GPUs
 leaves 16.4 GB of it per device.
 """

@@ -14,7 +14,7 @@
    resolved sometimes, not always, so GRPO++ groups have mixed outcomes.
 3. GRPO++ (DeepSWE's loss: leave-one-out advantages, clip-high, compact filtering,
    seq_sum_const) at T=1.0 on the same tasks, 16 rollouts each per iteration, 8 optimizer
-   steps per iteration (tests/test_learning.py runs stages 1-3 with an lr-0 control).
+   steps per iteration (tests/launch/test_learning.py runs stages 1-3 with an lr-0 control).
 4. Held-out evaluation (tasks/oneline/held_out.jsonl: names and numbers no training task holds).
 
 Measured (BENCHMARKS.md, "Learning"; episodes in memory unless said): 100 SFT steps on the 2

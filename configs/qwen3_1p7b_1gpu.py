@@ -4,7 +4,7 @@ measures), with the in-process JaxSampler sharing the GPU.
   python -m launch.train --config=configs/qwen3_1p7b_1gpu.py --workdir=/tmp/q17 \
       --config.init_from=/ckpt/Qwen3-1.7B --config.tokenizer=/ckpt/Qwen3-1.7B
 
-Memory on one 80 GB device (tests/test_gpu_configs.py): training ~39 GB (python -m
+Memory on one 80 GB device (tests/configs/test_gpu_configs.py): training ~39 GB (python -m
 launch.plan_memory --config=configs/qwen3_1p7b_1gpu.py --num_devices=1) plus the sampler's
 weights (6.9 GB, float32) and KV cache (4 slots x 36,864 tokens x 114,688 bytes = 16.9 GB):
 about 63 GB. Qwen3-4B does not fit 80 GB this way (64 GB of fp32 weights and AdamW moments

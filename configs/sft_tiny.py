@@ -9,7 +9,7 @@ The agent budget fits the scripted expert's episodes (view around the first hunk
 test run, finish: 900-1,800 tokens after prompts of 1,239-1,427 tokens), so the SFT data,
 the RL rollouts and the evaluation share one context size. A high learning rate with cosine
 decay and batches of 2: the tiny model needs ~100-150 such steps to pick up the tool-call format
-(tests/test_train_sft.py).
+(tests/launch/test_train_sft.py).
 """
 
 import ml_collections

@@ -17,7 +17,7 @@ Activations are an estimate for one micro-batch (rl.micro_batch_size rows of the
 trajectory padded to its length bucket; the report names the padded length) under the remat
 policy, with config.attention's kernel ('xla' keeps [heads, seq, seq] scores; 'cudnn' / 'pallas'
 are flash kernels; --attention overrides). The activation factors are checked against XLA's
-compiled memory analysis in tests/test_plan_memory.py.
+compiled memory analysis in tests/launch/test_plan_memory.py.
 """
 
 from __future__ import annotations

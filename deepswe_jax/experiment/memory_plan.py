@@ -7,7 +7,7 @@ Activations are an estimate for one micro-batch (rl.micro_batch_size rows of the
 trajectory, agent.max_prompt_tokens + agent.max_context tokens, padded to its length bucket as
 the training batches are) under the remat policy. With config.attention 'cudnn' or 'pallas' no
 [seq, seq] scores are kept (flash kernels); 'xla' counts them. The activation factors are
-checked against XLA's compiled memory analysis in tests/test_plan_memory.py.
+checked against XLA's compiled memory analysis in tests/launch/test_plan_memory.py.
 The command line is launch/plan_memory.py.
 """
 

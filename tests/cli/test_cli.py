@@ -17,7 +17,7 @@ import docker
 from deepswe_jax.env.ownership import RUN_LABEL
 from deepswe_jax.env.tasks import load_tasks
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_TASKS = REPO_ROOT / "tasks" / "tasks.jsonl"
 HINT = "(--verbose prints the full traceback)"
 

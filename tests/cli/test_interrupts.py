@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_TASKS = REPO_ROOT / "tasks" / "tasks.jsonl"
 # absl's INFO progress lines and progress bars
 NOISE = re.compile(r"^I\d{4} \d\d:\d\d:\d\d|\d+%\|.*it/s")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 GLOBAL_ROWS = 8  # per micro-batch: 2 rows per device on both layouts
 LENGTH = 64
 MICRO_BATCHES = 2

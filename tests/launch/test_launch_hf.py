@@ -11,7 +11,7 @@ import torch
 import transformers
 from safetensors import safe_open
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _save_random_qwen3(directory, *, tied: bool, dtype: torch.dtype) -> None:

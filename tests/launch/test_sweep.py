@@ -22,7 +22,7 @@ from deepswe_jax.rl.metrics import read_metrics
 from launch import sweep
 from launch.k8s.manifests import TRAINER_ACCOUNT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TINY = str(REPO_ROOT / "configs" / "tiny.py")
 NAMES = ["lr=0.0001", "lr=0.0003", "lr=0.001"]
 # The smallest training iteration launch/train.py runs: one task, two rollouts.
@@ -64,7 +64,7 @@ def test_print_mode_writes_sbatch_lines_and_valid_kubernetes_jobs(tmp_path):
         argv = shlex.split(line)
         assert argv[:4] == ["mkdir", "-p", run.workdir, "&&"] and argv[4] == "sbatch"
         assert f"--job-name={run.name}" in argv and "--nodes=8" in argv
-        assert "--partition=gpu" in argv  # the environment srun gives tasks: tests/test_slurm.py
+        assert "--partition=gpu" in argv  # the environment srun gives tasks: test_slurm.py
         job = shlex.split(argv[-1].removeprefix("--wrap="))
         srun = job.index("srun")
         assert job[srun : srun + 3] == ["srun", "python", "launch/train.py"]

@@ -24,7 +24,7 @@ from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.trajectory import read_trajectories
 from deepswe_jax.experiment.memory_plan import GB, plan_sampler_memory
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER_DIR = REPO_ROOT / "tests" / "assets" / "tokenizer"
 TASK = "confini-1"
 PROMPTS_YAML = """\

@@ -29,7 +29,7 @@ import pytest
 
 from deepswe_jax.rl.metrics import read_metrics
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TRAIN_TASKS = REPO_ROOT / "tasks" / "oneline" / "train.jsonl"
 TASK_IDS = ("dials-biropa", "switches-bulela")
 ITERATIONS = {"grpo": 6, "control": 3}

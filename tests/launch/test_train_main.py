@@ -20,7 +20,7 @@ from deepswe_jax.agent.trajectory import read_trajectories
 from deepswe_jax.checkpoint import TrainCheckpoints
 from deepswe_jax.rl.metrics import read_metrics
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # One layer instead of four: the train step on ~1,400-token sequences dominates on 2 CPU cores.
 SMALL_RUN = [
     "--config.rl.tasks_per_step=2",

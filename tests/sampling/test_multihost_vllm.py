@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = [[5, 17, 300, 41, 2048], [9] * 12]
 NEW_TOKENS = 16
 

@@ -20,7 +20,7 @@ from deepswe_jax.env.training_data import (
     training_set,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def r2e_gym_row(repo: str, commit: str) -> dict:

@@ -15,7 +15,7 @@ from deepswe_jax.experiment.memory_plan import plan_memory
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import batch_sharding, make_mesh, state_shardings
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_plan_memory_runs_for_qwen3_32b_on_64_devices():

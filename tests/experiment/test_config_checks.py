@@ -18,7 +18,7 @@ from configs import sft_tiny, tiny, verifier_tiny
 from deepswe_jax import experiment
 from deepswe_jax.env.tasks import load_tasks
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_TASKS = REPO_ROOT / "tasks" / "tasks.jsonl"
 
 

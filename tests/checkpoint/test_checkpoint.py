@@ -27,7 +27,7 @@ from deepswe_jax.checkpoint import (
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import create_sharded_model, make_mesh, state_shardings
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class TwoLayers(nnx.Module):

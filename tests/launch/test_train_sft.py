@@ -48,7 +48,7 @@ from deepswe_jax.verify.expert import (
 )
 from deepswe_jax.verify.rejection_sampling import select_for_sft
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TASKS_FILE = REPO_ROOT / "tasks" / "tasks.jsonl"
 HELD_OUT_REPOS = ("deepswe/texttable", "deepswe/tinycalc")
 # The tiny config with 2 of its 4 layers: it learns the format in fewer steps, each cheaper,

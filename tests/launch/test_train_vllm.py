@@ -15,7 +15,7 @@ from pathlib import Path
 from deepswe_jax.agent.trajectory import read_trajectories
 from deepswe_jax.rl.metrics import read_metrics
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_tiny_main_job_with_vllm_sampler(tmp_path):

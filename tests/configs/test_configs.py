@@ -84,7 +84,7 @@ CONTRACT_FIELDS = {
     "checkpoint": ["every", "keep", "async_save"],
 }
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _abstract_parameter_count(config: ConfigDict) -> int:

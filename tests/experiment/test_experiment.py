@@ -91,7 +91,7 @@ def test_one_trainer_builder_for_rl_sft_and_the_verifier():
 
 
 def test_one_sampler_builder_for_every_kind():
-    """'jax' here ('vllm' engines are built through it in tests/test_multihost_vllm.py)."""
+    """'jax' here ('vllm' engines are built through it in tests/sampling/test_multihost_vllm.py)."""
     config = tiny.get_config()
     config.model.update(num_hidden_layers=1)
     config.sampler.update(max_batch=16, max_cache_tokens=8 * 1600)  # room for 8 of 16 slots

@@ -9,7 +9,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_larger_family_has_its_own_image_tags_and_a_balanced_held_out_sample(tmp_path):
