@@ -178,6 +178,8 @@ def test_exported_checkpoint_served_by_vllm_runs_mini_swe_agent_and_is_graded(tm
                 "model.cost_tracking=ignore_errors",
                 "-c",
                 "agent.step_limit=2",
+                "-c",
+                "environment.container_timeout=10m",  # its container's life if the run is killed
             ],
             env=mini_env,
         )
