@@ -81,6 +81,16 @@ if [ "$COMMAND" = test ]; then
     echo "$verl_wanted" >"$verl_stamp"
   fi
 fi
+# ==== set-up for the tests: mini-swe-agent 2.4.6 in .venv-mini (tests/test_mini_swe_agent.py) ====
+if [ "$COMMAND" = test ]; then
+  mini_stamp=".venv-mini/.deepswe-mini-installed"
+  mini_wanted="$(sha256sum .ci/install_mini_swe_agent.sh | cut -d' ' -f1)"
+  if [ "$(cat "$mini_stamp" 2>/dev/null)" != "$mini_wanted" ]; then
+    echo "== mini-swe-agent 2.4.6 (.venv-mini)"
+    bash .ci/install_mini_swe_agent.sh .venv-mini
+    echo "$mini_wanted" >"$mini_stamp"
+  fi
+fi
 # ==== end of set-up ============================================================================
 
 # shellcheck disable=SC1091

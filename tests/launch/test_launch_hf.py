@@ -99,3 +99,27 @@ def test_export_names_the_fix_for_a_missing_checkpoint(tmp_path):
     )
     assert result.returncode != 0
     assert "launch.import_hf" in result.stderr
+
+
+def test_export_refuses_a_tokenizer_without_a_chat_template_before_any_work(tmp_path):
+    """`vllm serve` of the output could not serve chat completions (mini-swe-agent's calls)."""
+    tokenizer = tmp_path / "tokenizer"
+    tokenizer.mkdir()
+    (tokenizer / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>"}))
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "launch.export_hf",
+            f"--ckpt={tmp_path}/missing",
+            f"--out={tmp_path}/o",
+            f"--tokenizer={tokenizer}",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "has no chat template" in result.stderr
+    assert not os.path.exists(tmp_path / "o")
