@@ -81,7 +81,7 @@ if [ "$COMMAND" = test ]; then
     echo "$verl_wanted" >"$verl_stamp"
   fi
 fi
-# ==== set-up for the tests: mini-swe-agent 2.4.6 in .venv-mini (tests/test_mini_swe_agent.py) ====
+# ==== set-up for the tests: mini-swe-agent 2.4.6 in .venv-mini (tests/launch/test_mini_swe_agent.py) ====
 if [ "$COMMAND" = test ]; then
   mini_stamp=".venv-mini/.deepswe-mini-installed"
   mini_wanted="$(sha256sum .ci/install_mini_swe_agent.sh | cut -d' ' -f1)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mini-swe-agent 2.4.6 in its own virtualenv, the scaffold tests/test_mini_swe_agent.py drives
+# mini-swe-agent 2.4.6 in its own virtualenv, the scaffold tests/launch/test_mini_swe_agent.py drives
 # against an exported checkpoint served by `vllm serve` (README: "Evaluating an exported
 # checkpoint with mini-swe-agent"):
 #

