@@ -50,13 +50,13 @@ from typing import TypeVar
 
 import docker
 
-from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
+from deepswe_jax.env.docker.docker_runtime import DockerRuntimeFactory
+from deepswe_jax.env.docker.hosts import DockerHosts, default_endpoint
+from deepswe_jax.env.docker.placement import DockerPlacement, FactoryPlacement, Placement
 from deepswe_jax.env.environment import Env
-from deepswe_jax.env.grading import GRADING_MEM_LIMIT, GradeResult, grade_patch
-from deepswe_jax.env.hosts import DockerHosts, default_endpoint
+from deepswe_jax.env.grading.grading import GRADING_MEM_LIMIT, GradeResult, grade_patch
 from deepswe_jax.env.layouts import LAYOUTS, LayoutError
 from deepswe_jax.env.ownership import install_exit_cleanup
-from deepswe_jax.env.placement import DockerPlacement, FactoryPlacement, Placement
 from deepswe_jax.env.runtime import (
     DEFAULT_MAX_PATCH_BYTES,
     MissingImageError,

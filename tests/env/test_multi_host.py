@@ -22,8 +22,8 @@ from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.agent.rollout import EpisodeSettings, RolloutContext, run_episode
 from deepswe_jax.agent.scripted_policy import gold_patch_replies, reply_ids
 from deepswe_jax.agent.trajectory import StopReason
-from deepswe_jax.env.docker_runtime import DockerRuntime
-from deepswe_jax.env.hosts import (
+from deepswe_jax.env.docker.docker_runtime import DockerRuntime
+from deepswe_jax.env.docker.hosts import (
     CLIENT_MAX_POOL_SIZE,
     CLIENT_NUM_POOLS,
     DockerHosts,
