@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import ml_collections
 
 from deepswe_jax.env.tasks import Task, load_tasks
+from deepswe_jax.experiment.settings import docker_settings
 
 if TYPE_CHECKING:
     from kubernetes.client import CoreV1Api
@@ -65,16 +66,7 @@ def make_env_pool(
         factory = kubernetes_pod_factory(config)
         return EnvPool(**options, runtime_factory=factory, build_images=False)
     try:
-        return EnvPool(
-            **options,
-            docker_hosts=tuple(config.env.docker_hosts),
-            envs_per_host=config.env.envs_per_host,
-            mem_limit=config.env.mem_limit,
-            nano_cpus=int(config.env.cpus * 1e9),
-            pids_limit=config.env.pids_limit,
-            disk_limit=config.env.disk_limit,
-            disk_limit_mode=config.env.disk_limit_mode,
-        )
+        return EnvPool(**options, docker_settings=docker_settings(config))
     except Exception as error:
         raise RuntimeError(
             f"could not open the Docker environment pool ({error}); episodes run in containers, "

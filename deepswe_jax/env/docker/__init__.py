@@ -7,6 +7,7 @@
   images, official_images          task images from a task's source; images in SWE-bench's and
                                    R2E-Gym's layouts (official_images)
   disk_limits                      how a container's disk use is bounded (DISK_LIMIT_MODES)
+  settings                         DockerSettings: EnvPool's Docker hosts and container limits
   conda_standin/                   the stand-in for conda copied into official images
 
 Imports the core (runtime, ownership, tasks, tools), never grading nor k8s.
