@@ -7,12 +7,8 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["deepswe_jax", "deepswe_jax.*"]),
     package_data={
-        "deepswe_jax.env": [
-            "tools/*.py",
-            "tools/r2egym/*.py",
-            "conda_standin/bin/*",
-            "conda_standin/etc/profile.d/*",
-        ]
+        "deepswe_jax.env": ["tools/*.py", "tools/r2egym/*.py"],
+        "deepswe_jax.env.docker": ["conda_standin/bin/*", "conda_standin/etc/profile.d/*"],
     },
     install_requires=[
         "jax>=0.10.2",

@@ -32,9 +32,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import docker  # noqa: E402
 
 from bench.env_tools import per_call_exec, percentiles  # noqa: E402
-from deepswe_jax.env.docker_api import remove_stale_containers  # noqa: E402
-from deepswe_jax.env.hosts import connect_client, default_endpoint  # noqa: E402
-from deepswe_jax.env.images import ensure_task_image  # noqa: E402
+from deepswe_jax.env.docker.docker_api import remove_stale_containers  # noqa: E402
+from deepswe_jax.env.docker.hosts import connect_client, default_endpoint  # noqa: E402
+from deepswe_jax.env.docker.images import ensure_task_image  # noqa: E402
+from deepswe_jax.env.docker.settings import DockerSettings  # noqa: E402
 from deepswe_jax.env.pool import EnvPool  # noqa: E402
 from deepswe_jax.env.tasks import Task, load_tasks  # noqa: E402
 from deepswe_jax.env.tools import install_archive  # noqa: E402
@@ -101,7 +102,7 @@ async def ours(task: Task, endpoint: str, envs: int) -> LevelResult:
     async with EnvPool(
         max_envs=envs,
         start_concurrency=envs,  # as the peer: all starts at once
-        docker_hosts=[endpoint],
+        docker_settings=DockerSettings(hosts=(endpoint,)),
         build_images=False,
         step_timeout=90,
         episode_attempts=1,

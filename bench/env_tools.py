@@ -24,9 +24,9 @@ import uuid
 
 import docker
 
-from deepswe_jax.env.docker_api import remove_stale_containers
-from deepswe_jax.env.docker_runtime import DockerRuntime
-from deepswe_jax.env.images import ensure_task_image
+from deepswe_jax.env.docker.docker_api import remove_stale_containers
+from deepswe_jax.env.docker.docker_runtime import DockerRuntime
+from deepswe_jax.env.docker.images import ensure_task_image
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.tasks import Task, load_tasks
 from deepswe_jax.env.tools import install_archive, tool_argv

@@ -32,7 +32,7 @@ from deepswe_jax.agent.rollout import (
     initial_messages,
 )
 from deepswe_jax.agent.scripted_policy import gold_patch_replies, reply_ids
-from deepswe_jax.env.grading import grade_patch
+from deepswe_jax.env.grading.grading import grade_patch
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.tasks import load_tasks
 from deepswe_jax.sampling.scripted import ScriptedSampler

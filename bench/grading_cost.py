@@ -31,9 +31,9 @@ from pathlib import Path
 import docker
 from absl import app, flags
 
-from deepswe_jax.env.grading import grade_patch
-from deepswe_jax.env.harness_swebench import swebench_spec
-from deepswe_jax.env.images import ensure_base_image
+from deepswe_jax.env.docker.images import ensure_base_image
+from deepswe_jax.env.grading.grading import grade_patch
+from deepswe_jax.env.grading.harness_swebench import swebench_spec
 from tests.env.official_layouts import textfmt_row
 
 _REPEATS = flags.DEFINE_integer("repeats", 5, "Grades per side.")

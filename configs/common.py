@@ -205,7 +205,7 @@ def get_config() -> ml_collections.ConfigDict:
             # how: 'auto' | 'storage_opt' (--storage-opt size=: the whole writable layer; needs
             # overlay2 on xfs with pquota, btrfs or zfs) | 'tool_server' (no file past the
             # limit, commands stopped once the container wrote more; see
-            # env/disk_limits.DISK_LIMIT_MODES). 'auto': storage_opt where the engine has it.
+            # env/docker/disk_limits.DISK_LIMIT_MODES). 'auto': storage_opt where the engine has it.
             # Size it so max_envs containers fit the Docker host's disk. Pods:
             # env.kubernetes.ephemeral_storage.
             disk_limit="10g",

@@ -11,7 +11,7 @@ image in an official benchmark's layout from a local repository.
       --r2e_tests=path/to/hidden_tests
 
 The layout build prints the image and the commit /testbed is at: the row's `image` and
-`base_commit` (deepswe_jax.env.official_images describes what each layout holds).
+`base_commit` (deepswe_jax.env.docker.official_images describes what each layout holds).
 """
 
 import os
@@ -28,8 +28,11 @@ interrupts.install()  # before the heavy imports: Ctrl-C while they load ends in
 from absl import app, flags  # noqa: E402
 
 from deepswe_jax import cli  # noqa: E402
-from deepswe_jax.env.images import ensure_task_images  # noqa: E402
-from deepswe_jax.env.official_images import LAYOUT_IMAGE_KINDS, build_layout_image  # noqa: E402
+from deepswe_jax.env.docker.images import ensure_task_images  # noqa: E402
+from deepswe_jax.env.docker.official_images import (  # noqa: E402
+    LAYOUT_IMAGE_KINDS,
+    build_layout_image,
+)
 from deepswe_jax.env.tasks import load_tasks  # noqa: E402
 
 _TASKS = flags.DEFINE_string(

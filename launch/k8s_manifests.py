@@ -29,7 +29,7 @@ interrupts.install()  # before the heavy imports: Ctrl-C while they load ends in
 from absl import app, flags  # noqa: E402
 
 from deepswe_jax import cli  # noqa: E402
-from deepswe_jax.env.k8s_pods import DEFAULT_NAMESPACE  # noqa: E402
+from deepswe_jax.env.k8s.k8s_pods import DEFAULT_NAMESPACE  # noqa: E402
 from deepswe_jax.env.tasks import load_tasks  # noqa: E402
 from launch.k8s.manifests import cluster_manifests, to_yaml  # noqa: E402
 

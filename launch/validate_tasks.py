@@ -24,11 +24,14 @@ from absl import flags  # noqa: E402
 
 from configs import common  # noqa: E402
 from deepswe_jax import cli  # noqa: E402
-from deepswe_jax.env.docker_runtime import DISK_LIMIT_MODES, DockerRuntimeFactory  # noqa: E402
-from deepswe_jax.env.grading import GRADING_MEM_LIMIT  # noqa: E402
-from deepswe_jax.env.hosts import default_client  # noqa: E402
-from deepswe_jax.env.images import ensure_task_images  # noqa: E402
-from deepswe_jax.env.task_checks import check_tasks, format_checks  # noqa: E402
+from deepswe_jax.env.docker.docker_runtime import (  # noqa: E402
+    DISK_LIMIT_MODES,
+    DockerRuntimeFactory,
+)
+from deepswe_jax.env.docker.hosts import default_client  # noqa: E402
+from deepswe_jax.env.docker.images import ensure_task_images  # noqa: E402
+from deepswe_jax.env.grading.grading import GRADING_MEM_LIMIT  # noqa: E402
+from deepswe_jax.env.grading.task_checks import check_tasks, format_checks  # noqa: E402
 from deepswe_jax.env.tasks import load_tasks  # noqa: E402
 
 _TASKS = flags.DEFINE_string(

@@ -35,7 +35,7 @@ from pathlib import Path
 TASKS_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(TASKS_DIR.parent))
 
-from deepswe_jax.env.images import commit_tree  # noqa: E402
+from deepswe_jax.env.docker.images import commit_tree  # noqa: E402
 
 REPOS_DIR = TASKS_DIR / "repos"
 SPECS_DIR = TASKS_DIR / "specs"

@@ -7,7 +7,12 @@ violation fails CI:
     ml_collections (library packages take typed settings, never a config);
   - sampling/ does not reach agent/ (samplers know nothing of tool calls);
   - packages depend in one direction (PACKAGE_ORDER), so there are no cycles between them;
-  - no import cycles between modules of deepswe_jax.
+  - no import cycles between modules of deepswe_jax;
+  - env/'s rooms (ENV_ROOMS) stay apart: docker/ and k8s/ import neither each other nor
+    grading/; grading/ imports no k8s/, and of docker/ only the default of grade_patch; env's
+    core reaches the rooms only where CORE_ROOM_IMPORTS lists (the pool composes them);
+    tools/ (copied into containers) imports nothing of ours; outside env/ only the root, the
+    command line and the listed evaluation step reach the runtimes (docker/, k8s/).
 
 Every import counts wherever it is written: at module level, inside `if TYPE_CHECKING:` (a type
 named in a signature is a dependency of the design, and a cycle through annotations is the
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 import ast
 import itertools
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pytest
@@ -45,6 +50,35 @@ PACKAGE_ORDER = (
     CLI_MODULE,
 )
 JAX_LIBRARIES = ("jax", "jaxlib", "flax", "optax", "orbax")
+# env/'s sub-packages; the rest of env/ is its core (tasks, Runtime, Env, the pool).
+ENV_DOCKER, ENV_K8S, ENV_GRADING = (
+    "deepswe_jax.env.docker",
+    "deepswe_jax.env.k8s",
+    "deepswe_jax.env.grading",
+)
+ENV_ROOMS = (ENV_DOCKER, ENV_K8S, ENV_GRADING)
+ENV_TOOLS = "deepswe_jax.env.tools"
+# The only modules of the rooms that env's core imports, by importer.
+CORE_ROOM_IMPORTS = {
+    # the pool composes them: Docker placement and runtimes, grade_patch
+    "deepswe_jax.env.pool": {
+        f"{ENV_DOCKER}.docker_runtime",
+        f"{ENV_DOCKER}.hosts",
+        f"{ENV_DOCKER}.placement",
+        f"{ENV_DOCKER}.settings",
+        f"{ENV_GRADING}.grading",
+    },
+    "deepswe_jax.env.protocols": {f"{ENV_GRADING}.grading"},  # GradeResult in a signature
+    "deepswe_jax.env.tasks": {f"{ENV_GRADING}.harness_swebench"},  # load_tasks: check_gradable
+}
+# The only modules of env/docker that grading imports: grade_patch(client=...)'s default, a
+# container on that Docker engine.
+GRADING_RUNTIME_IMPORTS = {f"{ENV_GRADING}.grading": {f"{ENV_DOCKER}.docker_runtime"}}
+# Library modules outside env/ that may import a runtime room (the root and cli always may).
+RUNTIME_IMPORTS_OUTSIDE_ENV = {
+    # evaluation builds missing task images before its episodes
+    "deepswe_jax.verify.evaluation.run": {f"{ENV_DOCKER}.images"},
+}
 # Cycles that exist on main, each with who breaks it; the test fails when one is gone, so the
 # set only shrinks.
 KNOWN_CYCLES: set[frozenset[str]] = set()
@@ -161,6 +195,37 @@ def strongly_connected_components(graph: dict[str, set[str]]) -> list[set[str]]:
 LIBRARY = [m for m in MODULES if package_of(m) not in (ROOT_PACKAGE, CLI_MODULE, "deepswe_jax")]
 
 
+def unused_allowances(allowed: dict[str, set[str]]) -> dict[str, list[str]]:
+    """The imports an allowance table lists that are no longer made: remove them, so the tables
+    only shrink."""
+    unused = {module: sorted(names - GRAPH.get(module, set())) for module, names in allowed.items()}
+    return {module: names for module, names in unused.items() if names}
+
+
+def within(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
+
+
+def env_room(module: str) -> str | None:
+    """The room (ENV_ROOMS, ENV_TOOLS) `module` is in; 'core' for env's other modules; None
+    outside env."""
+    for room in (*ENV_ROOMS, ENV_TOOLS):
+        if within(module, room):
+            return room
+    return "core" if within(module, "deepswe_jax.env") else None
+
+
+def imports_into(module: str, rooms: tuple[str, ...], allowed: Collection[str] = ()) -> set[str]:
+    """What `module` imports of `rooms` beyond `allowed` (an allowed module's packages, whose
+    __init__ the import runs, included)."""
+    allowed_with_packages = {a for name in allowed for a in (name, *ancestors(name))}
+    return {
+        target
+        for target in GRAPH[module]
+        if any(within(target, room) for room in rooms) and target not in allowed_with_packages
+    }
+
+
 def test_the_graph_sees_every_kind_of_import():
     """The reader finds module-level, TYPE_CHECKING-only and function-local imports."""
     assert "deepswe_jax.env.protocols" in GRAPH["deepswe_jax.agent.rollout"]  # TYPE_CHECKING
@@ -206,6 +271,85 @@ def test_sampling_does_not_reach_the_agent():
         for module in sampling
     }
     assert not any(offenders.values()), f"sampling/ must know nothing of tool calls: {offenders}"
+
+
+def test_env_runtimes_import_neither_each_other_nor_grading():
+    others = {ENV_DOCKER: (ENV_K8S, ENV_GRADING), ENV_K8S: (ENV_DOCKER, ENV_GRADING)}
+    offenders = {
+        module: sorted(found)
+        for module in MODULES
+        if env_room(module) in others and (found := imports_into(module, others[env_room(module)]))
+    }
+    assert not offenders, (
+        "env/docker and env/k8s are two runtimes side by side, each over env's core (Runtime, "
+        f"ownership, tools); grading runs in either, so neither knows it: {offenders}"
+    )
+
+
+def test_grading_imports_no_runtime_but_its_default():
+    offenders = {
+        module: sorted(found)
+        for module in MODULES
+        if env_room(module) == ENV_GRADING
+        and (
+            found := imports_into(
+                module, (ENV_DOCKER, ENV_K8S), GRADING_RUNTIME_IMPORTS.get(module, ())
+            )
+        )
+    }
+    assert not offenders, (
+        "env/grading grades in the runtimes of any RuntimeFactory it is given; of env/docker "
+        f"only grade_patch's default (GRADING_RUNTIME_IMPORTS) may be imported: {offenders}"
+    )
+    assert not unused_allowances(GRADING_RUNTIME_IMPORTS)
+
+
+def test_env_core_reaches_the_rooms_only_where_listed():
+    offenders = {
+        module: sorted(found)
+        for module in MODULES
+        if env_room(module) == "core"
+        and (found := imports_into(module, ENV_ROOMS, CORE_ROOM_IMPORTS.get(module, ())))
+    }
+    assert not offenders, (
+        "env's core knows runtimes by the Runtime protocol; only the pool composes Docker and "
+        f"grading (CORE_ROOM_IMPORTS lists every import into a room): {offenders}"
+    )
+    assert not unused_allowances(CORE_ROOM_IMPORTS)
+
+
+def test_env_tools_import_nothing_of_ours():
+    offenders = {
+        module: sorted(
+            name for name in imported_names(MODULES[module]) if within(name, "deepswe_jax")
+        )
+        for module in MODULES
+        if env_room(module) == ENV_TOOLS
+    }
+    offenders = {module: found for module, found in offenders.items() if found}
+    assert not offenders, (
+        "env/tools/ is copied into containers and run by their python, without this package: "
+        f"{offenders}"
+    )
+
+
+def test_outside_env_only_the_root_reaches_the_runtimes():
+    offenders = {
+        module: sorted(found)
+        for module in LIBRARY
+        if env_room(module) is None
+        and (
+            found := imports_into(
+                module, (ENV_DOCKER, ENV_K8S), RUNTIME_IMPORTS_OUTSIDE_ENV.get(module, ())
+            )
+        )
+    }
+    assert not offenders, (
+        "library packages outside env/ use environments through EnvPool and the Runtime "
+        "protocol; the composition root (deepswe_jax.experiment) picks Docker or Kubernetes: "
+        f"{offenders}"
+    )
+    assert not unused_allowances(RUNTIME_IMPORTS_OUTSIDE_ENV)
 
 
 def test_packages_depend_in_one_direction():

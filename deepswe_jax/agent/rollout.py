@@ -47,7 +47,7 @@ import tqdm
 from deepswe_jax.agent.chat import ChatTokenizer, ConversationTokens, Message
 from deepswe_jax.agent.interface import AgentInterface, DeepSweJaxInterface, Progress
 from deepswe_jax.agent.trajectory import StopReason, Trajectory, write_trajectories
-from deepswe_jax.env.grade_result import policy_limit_grade
+from deepswe_jax.env.grading.grade_result import policy_limit_grade
 from deepswe_jax.env.runtime import PatchTooLargeError, PolicyLimitError
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.sampling.base import GenerateRequest, Sampler, SamplingParams

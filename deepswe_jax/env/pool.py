@@ -14,14 +14,15 @@ different environments run in parallel. Concurrency is bounded three ways:
 errors) are retried with backoff inside `DockerRuntime`; a start that still fails
 is retried from scratch, on another host when its host stopped answering.
 
-Where runtimes run is the pool's `placement` (`placement.py`):
-- Docker hosts: `docker_hosts=["unix:///var/run/docker.sock", "ssh://w2", ...]` (default:
-  the local engine, or `client`). Each container goes to a healthy host with room, preferring
-  one that already holds the task image; `envs_per_host` caps each host. Images are built on
-  the first healthy host and copied to the others. When a host stops answering, it is taken
-  out (probed again after a backoff, re-admitted when it answers, its leftover containers
-  removed), its environments fail with env_error, gradings on it are retried on another
-  host, and `run_with_retries` re-runs the episodes that failed; `metrics()` counts it all.
+Where runtimes run is the pool's `placement` (`docker/placement.py`):
+- Docker hosts: `docker_settings=DockerSettings(hosts=("unix:///var/run/docker.sock",
+  "ssh://w2"))` (default: the local engine, or `client`). Each container goes to a healthy
+  host with room, preferring one that already holds the task image; `envs_per_host` caps
+  each host. Images are built on the first healthy host and copied to the others. When a
+  host stops answering, it is taken out (probed again after a backoff, re-admitted when it
+  answers, its leftover containers removed), its environments fail with env_error, gradings
+  on it are retried on another host, and `run_with_retries` re-runs the episodes that
+  failed; `metrics()` counts it all.
 - A `runtime_factory` (`runtime.RuntimeFactory`), e.g. `k8s_runtime.K8sPodFactory()` for
   pods on Kubernetes (use `build_images=False` there: the cluster pulls task images from a
   registry): episodes and gradings run in its runtimes, stale cleanup goes through its
@@ -42,7 +43,7 @@ import logging
 import statistics
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -50,13 +51,14 @@ from typing import TypeVar
 
 import docker
 
-from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
+from deepswe_jax.env.docker.docker_runtime import DockerRuntimeFactory
+from deepswe_jax.env.docker.hosts import DockerHosts, default_endpoint
+from deepswe_jax.env.docker.placement import DockerPlacement, FactoryPlacement, Placement
+from deepswe_jax.env.docker.settings import DockerSettings
 from deepswe_jax.env.environment import Env
-from deepswe_jax.env.grading import GRADING_MEM_LIMIT, GradeResult, grade_patch
-from deepswe_jax.env.hosts import DockerHosts, default_endpoint
+from deepswe_jax.env.grading.grading import GRADING_MEM_LIMIT, GradeResult, grade_patch
 from deepswe_jax.env.layouts import LAYOUTS, LayoutError
 from deepswe_jax.env.ownership import install_exit_cleanup
-from deepswe_jax.env.placement import DockerPlacement, FactoryPlacement, Placement
 from deepswe_jax.env.runtime import (
     DEFAULT_MAX_PATCH_BYTES,
     MissingImageError,
@@ -107,15 +109,8 @@ class EnvPool:
         start_concurrency: int = 4,
         grade_concurrency: int = 2,
         client: docker.DockerClient | None = None,
-        docker_hosts: Sequence[str] = (),
-        envs_per_host: int = 0,
+        docker_settings: DockerSettings | None = None,
         episode_attempts: int = 3,
-        host_wait_timeout: float = 300.0,
-        mem_limit: str = "1g",
-        nano_cpus: int = 1_000_000_000,
-        pids_limit: int = 256,
-        disk_limit: str = "",
-        disk_limit_mode: str = "auto",
         step_timeout: float = 90.0,
         stale_run_labels: tuple[str, ...] = (),
         build_images: bool = True,
@@ -124,16 +119,12 @@ class EnvPool:
         max_patch_bytes: int = DEFAULT_MAX_PATCH_BYTES,
     ):
         """Args beyond the module docstring's:
-        client / docker_hosts: one Docker client, or endpoints (unix://, tcp://, ssh://);
-          neither: the local engine ($DOCKER_HOST). With a runtime_factory, `client` only
-          builds task images (build_images=True); episodes and grading use the factory.
-        envs_per_host: most containers per Docker host (0: no cap beyond max_envs).
-        mem_limit, nano_cpus, pids_limit: limits of the Docker containers of episodes
-          (gradings get grading.GRADING_MEM_LIMIT).
-        disk_limit, disk_limit_mode: what Docker containers, of episodes and gradings, may write
-          to disk and how that is enforced (disk_limits.DISK_LIMIT_MODES).
+        client: one Docker client; without it and docker_settings.hosts: the local engine
+          ($DOCKER_HOST). With a runtime_factory, `client` only builds task images
+          (build_images=True); episodes and grading use the factory.
+        docker_settings: the Docker hosts and the limits of their containers (None: the
+          defaults of DockerSettings; unused with a runtime_factory, which takes no hosts).
         episode_attempts: how often `run_with_retries` runs an episode at most.
-        host_wait_timeout: seconds a start waits while no Docker host answers, then fails.
         max_patch_bytes: the largest patch an episode may produce or have graded (larger:
           runtime.PatchTooLargeError, graded `patch_too_large`).
         """
@@ -163,8 +154,8 @@ class EnvPool:
         self._entered = False
         self.placement: Placement
         if runtime_factory is not None:
-            if docker_hosts:
-                raise ValueError("give docker_hosts or a runtime_factory, not both")
+            if docker_settings is not None and docker_settings.hosts:
+                raise ValueError("give DockerSettings.hosts or a runtime_factory, not both")
             self.placement = FactoryPlacement(
                 runtime_factory,
                 in_thread=self._in_thread,
@@ -172,27 +163,32 @@ class EnvPool:
                 image_client=client,
             )
         else:
-            if client is None and not docker_hosts:
-                docker_hosts = [default_endpoint()]
+            settings = docker_settings or DockerSettings()
+            endpoints = settings.hosts
+            if client is None and not endpoints:
+                endpoints = (default_endpoint(),)
             hosts = DockerHosts(
-                docker_hosts, mem_limit=mem_limit, envs_per_host=envs_per_host, client=client
+                endpoints,
+                mem_limit=settings.mem_limit,
+                envs_per_host=settings.envs_per_host,
+                client=client,
             )
             hosts.connect_all()
             self.placement = DockerPlacement(
                 hosts,
                 runtime_factory=DockerRuntimeFactory(
-                    mem_limit=mem_limit,
-                    nano_cpus=nano_cpus,
-                    pids_limit=pids_limit,
-                    disk_limit=disk_limit,
-                    disk_limit_mode=disk_limit_mode,
+                    mem_limit=settings.mem_limit,
+                    nano_cpus=settings.nano_cpus,
+                    pids_limit=settings.pids_limit,
+                    disk_limit=settings.disk_limit,
+                    disk_limit_mode=settings.disk_limit_mode,
                 ),
                 grading_mem_limit=GRADING_MEM_LIMIT,
                 in_thread=self._in_thread,
                 build_images=build_images,
                 run_labels=(self.run_label, *stale_run_labels),
                 on_host_down=self._fail_envs_on,
-                host_wait_timeout=host_wait_timeout,
+                host_wait_timeout=settings.host_wait_timeout,
             )
         install_exit_cleanup()
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from deepswe_jax.env.tasks import Task
 
 if TYPE_CHECKING:
-    from deepswe_jax.env.grading import GradeResult
+    from deepswe_jax.env.grading.grading import GradeResult
 
 T = TypeVar("T")
 

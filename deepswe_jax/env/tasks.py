@@ -20,7 +20,7 @@ of dicts, and accepts three row dialects:
 - The shipped suite (tasks/tasks.jsonl) and hidden tasks: SWE-bench fields plus
   `image` and `source`, a directory relative to the task file holding the
   repository at its base state (images are built from it, see
-  `deepswe_jax.env.images`); `base_commit` may be omitted, it is then derived from
+  `deepswe_jax.env.docker.images`); `base_commit` may be omitted, it is then derived from
   the source (`commits.source_commit`). Layout "deepswe": the image's python3.
 
 A row may name its layout (`layout`: one of `layouts.LAYOUTS`) to override the dialect's.
@@ -133,8 +133,8 @@ def check_gradable(tasks: Iterable[Task]) -> None:
         if task.layout != "swebench" or task.expected_output_json is not None:
             continue
         # Imported here: harness_swebench reads Task from this module.
-        from deepswe_jax.env.harness_swebench import SwebenchRowError
-        from deepswe_jax.env.harness_swebench import check_gradable as check_row
+        from deepswe_jax.env.grading.harness_swebench import SwebenchRowError
+        from deepswe_jax.env.grading.harness_swebench import check_gradable as check_row
 
         try:
             check_row(task)

@@ -54,6 +54,7 @@ from deepswe_jax.experiment.serving import checkpoint_follower
 from deepswe_jax.experiment.settings import (
     agent_interface,
     checkpoint_settings,
+    docker_settings,
     episode_settings,
     loop_settings,
     lora_config,
@@ -90,6 +91,7 @@ __all__ = [
     "agent_interface",
     "checkpoint_follower",
     "checkpoint_settings",
+    "docker_settings",
     "device_mesh",
     "episode_settings",
     "grading_runtime_factory",

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 import ml_collections
 
 from deepswe_jax.env.tasks import Task, load_tasks
+from deepswe_jax.experiment.settings import docker_settings
 
 if TYPE_CHECKING:
     from kubernetes.client import CoreV1Api
 
-    from deepswe_jax.env.k8s_runtime import K8sPodFactory
+    from deepswe_jax.env.k8s.k8s_runtime import K8sPodFactory
     from deepswe_jax.env.pool import EnvPool
     from deepswe_jax.env.runtime import RuntimeFactory
 
@@ -65,16 +66,7 @@ def make_env_pool(
         factory = kubernetes_pod_factory(config)
         return EnvPool(**options, runtime_factory=factory, build_images=False)
     try:
-        return EnvPool(
-            **options,
-            docker_hosts=tuple(config.env.docker_hosts),
-            envs_per_host=config.env.envs_per_host,
-            mem_limit=config.env.mem_limit,
-            nano_cpus=int(config.env.cpus * 1e9),
-            pids_limit=config.env.pids_limit,
-            disk_limit=config.env.disk_limit,
-            disk_limit_mode=config.env.disk_limit_mode,
-        )
+        return EnvPool(**options, docker_settings=docker_settings(config))
     except Exception as error:
         raise RuntimeError(
             f"could not open the Docker environment pool ({error}); episodes run in containers, "
@@ -89,8 +81,8 @@ def grading_runtime_factory(config: ml_collections.ConfigDict, pool: EnvPool) ->
     and config.env's disk limit, as the pool's own gradings."""
     if pool.runtime_factory is not None:
         return pool.runtime_factory
-    from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
-    from deepswe_jax.env.grading import GRADING_MEM_LIMIT
+    from deepswe_jax.env.docker.docker_runtime import DockerRuntimeFactory
+    from deepswe_jax.env.grading.grading import GRADING_MEM_LIMIT
 
     return DockerRuntimeFactory(
         mem_limit=GRADING_MEM_LIMIT,
@@ -104,8 +96,8 @@ def kubernetes_pod_factory(config: ml_collections.ConfigDict) -> K8sPodFactory:
     the same names) and config.env's mem_limit and cpus, talking to the API server of
     `kubernetes_api`."""
     try:
-        from deepswe_jax.env.k8s_pods import K8sPodSettings
-        from deepswe_jax.env.k8s_runtime import K8sPodFactory
+        from deepswe_jax.env.k8s.k8s_pods import K8sPodSettings
+        from deepswe_jax.env.k8s.k8s_runtime import K8sPodFactory
     except ImportError as error:
         raise ImportError(
             f"config.env.backend='kubernetes' needs the Kubernetes client ({error}); install it "
@@ -134,7 +126,7 @@ def kubernetes_api(kubeconfig: str, context: str) -> CoreV1Api:
     from kubernetes import client
     from kubernetes import config as kube_config
 
-    from deepswe_jax.env.k8s_pods import default_core_api
+    from deepswe_jax.env.k8s.k8s_pods import default_core_api
 
     try:
         if not kubeconfig and not context:
@@ -180,7 +172,7 @@ def prepare_task_images(pool: EnvPool, tasks: Sequence[Task]) -> None:
     from their `source`, or raises ImageBuildError naming every task whose image is missing and
     cannot be built (instead of each episode failing to start, retried, then given up). A
     Kubernetes pool's nodes pull task images from a registry: nothing to do here."""
-    from deepswe_jax.env.images import ensure_task_images
+    from deepswe_jax.env.docker.images import ensure_task_images
 
     if pool.build_images:
         ensure_task_images(tasks)

@@ -13,6 +13,7 @@ from deepswe_jax.agent.interface import (
 )
 from deepswe_jax.agent.r2egym import PromptFileError, R2EGymInterface, load_prompts
 from deepswe_jax.agent.rollout import EpisodeSettings
+from deepswe_jax.env.docker.settings import DockerSettings
 from deepswe_jax.model.lora import LoRAConfig
 from deepswe_jax.rl.batch import row_length_buckets
 from deepswe_jax.rl.loop import LoopSettings, UpdateSettings
@@ -75,6 +76,19 @@ def episode_settings(
         top_p=sampler.top_p,
         top_k=sampler.top_k,
         interface=agent_interface(config) if agent_runs else DeepSweJaxInterface(),
+    )
+
+
+def docker_settings(config: ml_collections.ConfigDict) -> DockerSettings:
+    """config.env's Docker hosts and container limits (config.env.cpus as nano-CPUs)."""
+    return DockerSettings(
+        hosts=tuple(config.env.docker_hosts),
+        envs_per_host=config.env.envs_per_host,
+        mem_limit=config.env.mem_limit,
+        nano_cpus=int(config.env.cpus * 1e9),
+        pids_limit=config.env.pids_limit,
+        disk_limit=config.env.disk_limit,
+        disk_limit_mode=config.env.disk_limit_mode,
     )
 
 

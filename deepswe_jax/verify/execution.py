@@ -30,8 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from deepswe_jax.env.grading import DEFAULT_TIMEOUT, GradeResult, grade_patch
-from deepswe_jax.env.harness import (
+from deepswe_jax.env.grading.grading import DEFAULT_TIMEOUT, GradeResult, grade_patch
+from deepswe_jax.env.grading.harness import (
     PASSING,
     PytestHarness,
     default_test_cmd,

@@ -11,7 +11,7 @@
   Job                the training run, as deepswe-trainer, with its pod's name and uid in
                      DEEPSWE_POD_* so env pods are garbage-collected with it
 
-The env pods themselves are made by `deepswe_jax.env.k8s_pods.pod_manifest`; the
+The env pods themselves are made by `deepswe_jax.env.k8s.k8s_pods.pod_manifest`; the
 NetworkPolicy only takes effect with a network plugin that enforces policies (Calico,
 Cilium, kindnet >= 0.24, ...).
 """
@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s
 
-from deepswe_jax.env.k8s_pods import (
+from deepswe_jax.env.k8s.k8s_pods import (
     DEFAULT_NAMESPACE,
     ENV_ROLE,
     OWNER_POD_ENV,

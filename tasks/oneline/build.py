@@ -50,7 +50,7 @@ sys.path.insert(0, str(FAMILY_DIR.parents[1]))
 
 from templates import TEMPLATES, Defect, defects  # noqa: E402
 
-from deepswe_jax.env.images import commit_tree  # noqa: E402
+from deepswe_jax.env.docker.images import commit_tree  # noqa: E402
 from deepswe_jax.env.tasks import unified_diff  # noqa: E402
 
 SPLITS = ("train", "held_out")

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 
-from deepswe_jax.env.grading import GradeResult
+from deepswe_jax.env.grading.grading import GradeResult
 from deepswe_jax.env.runtime import PatchTooLargeError, ResourceLimitError
 from deepswe_jax.env.tasks import Task
 

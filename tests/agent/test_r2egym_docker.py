@@ -35,7 +35,7 @@ from deepswe_jax.agent.r2egym import R2EGymInterface, R2EGymPrompts
 from deepswe_jax.agent.rollout import RolloutContext, run_episode
 from deepswe_jax.agent.scripted_policy import reply_ids
 from deepswe_jax.agent.trajectory import StopReason
-from deepswe_jax.env.images import ensure_task_image
+from deepswe_jax.env.docker.images import ensure_task_image
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.tasks import Task, load_tasks
 from deepswe_jax.experiment import episode_settings

@@ -19,7 +19,7 @@ from deepswe_jax.agent.trajectory import (
     trajectories_path,
     write_trajectories,
 )
-from deepswe_jax.env.grading import GradeResult
+from deepswe_jax.env.grading.grading import GradeResult
 from deepswe_jax.env.tasks import unified_diff
 from deepswe_jax.sampling.base import GenerateRequest, SamplingParams
 from deepswe_jax.sampling.scripted import ScriptedSampler, scripted_logprob

@@ -23,9 +23,9 @@ from ml_collections import ConfigDict
 import configs
 from configs import common, deepswe_qwen3_32b, tiny
 from deepswe_jax import cli
-from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
-from deepswe_jax.env.hosts import default_endpoint
-from deepswe_jax.env.k8s_pods import K8sPodSettings
+from deepswe_jax.env.docker.docker_runtime import DockerRuntimeFactory
+from deepswe_jax.env.docker.hosts import default_endpoint
+from deepswe_jax.env.k8s.k8s_pods import K8sPodSettings
 from deepswe_jax.experiment import make_env_pool
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import DEFAULT_RULES

@@ -15,7 +15,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from deepswe_jax.env.images import commit_tree, ensure_base_image, ensure_task_image
+from deepswe_jax.env.docker.images import commit_tree, ensure_base_image, ensure_task_image
 from deepswe_jax.env.tasks import Task, unified_diff
 
 TINY_IMAGE = "deepswe-test/tinycalc:base"

@@ -14,14 +14,14 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from deepswe_jax.env.harness import RECORD_VARIABLE, parse_pytest_summary
+from deepswe_jax.env.grading.harness import RECORD_VARIABLE, parse_pytest_summary
+from deepswe_jax.env.grading.verdict_guards import PROBE_MARK
 from deepswe_jax.env.runtime import (
     DEFAULT_MAX_OUTPUT,
     TESTBED,
     EnvironmentUnavailableError,
     ExecResult,
 )
-from deepswe_jax.env.verdict_guards import PROBE_MARK
 
 PROBE_ANSWER = PROBE_MARK + '\n{"names": ["json", "os", "pprint", "pytest"], "roots": {"": []}}\n'
 

@@ -1,5 +1,6 @@
-"""A stand-in for the Kubernetes API server, for the tests of env/k8s_runtime.py,
-env/k8s_pods.py and env/k8s_exec.py (test_k8s_pods.py, test_k8s_exec.py, test_k8s_runtime.py).
+"""A stand-in for the Kubernetes API server, for the tests of env/k8s/k8s_runtime.py,
+env/k8s/k8s_pods.py and env/k8s/k8s_exec.py (test_k8s_pods.py, test_k8s_exec.py,
+test_k8s_runtime.py).
 
 No cluster exists here, so `FakeCoreV1Api` stands in for the API server: it records every
 call and answers with the client's real model objects (V1Pod, V1PodList, V1EventList,
@@ -20,8 +21,8 @@ import threading
 
 from kubernetes import client as k8s
 
-from deepswe_jax.env.k8s_pods import K8sPodSettings
-from deepswe_jax.env.k8s_runtime import K8sRuntime
+from deepswe_jax.env.k8s.k8s_pods import K8sPodSettings
+from deepswe_jax.env.k8s.k8s_runtime import K8sRuntime
 from deepswe_jax.env.ownership import RUN_LABEL
 
 NAMESPACE = "deepswe-test"

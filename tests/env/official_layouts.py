@@ -1,5 +1,5 @@
 """Small images with the official layouts, built from the repositories in layout_images/ by
-`deepswe_jax.env.official_images.build_layout_image` (what `launch/build_images.py --layout`
+`deepswe_jax.env.docker.official_images.build_layout_image` (what `launch/build_images.py --layout`
 runs), and the task rows that go with them (tests/env/test_layouts.py).
 
 SWE-bench-style (one image per row, like swebench's instance images; the layout is described in
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import docker
 
-from deepswe_jax.env.official_images import build_layout_image
+from deepswe_jax.env.docker.official_images import build_layout_image
 from deepswe_jax.env.tasks import Task, load_tasks, unified_diff
 
 SOURCES = Path(__file__).parent / "layout_images"

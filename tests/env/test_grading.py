@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 import docker
 import pytest
 
-from deepswe_jax.env.docker_api import remove_stale_containers
-from deepswe_jax.env.docker_runtime import DockerRuntime
-from deepswe_jax.env.grading import GradeResult, grade_patch
-from deepswe_jax.env.harness import parse_pytest_summary
-from deepswe_jax.env.harness_r2egym import r2e_status_map
+from deepswe_jax.env.docker.docker_api import remove_stale_containers
+from deepswe_jax.env.docker.docker_runtime import DockerRuntime
+from deepswe_jax.env.grading.grading import GradeResult, grade_patch
+from deepswe_jax.env.grading.harness import parse_pytest_summary
+from deepswe_jax.env.grading.harness_r2egym import r2e_status_map
+from deepswe_jax.env.grading.task_checks import check_tasks, format_checks
 from deepswe_jax.env.ownership import RUN_LABEL
-from deepswe_jax.env.task_checks import check_tasks, format_checks
 from deepswe_jax.env.tasks import unified_diff
 
 PYTEST_LOG = textwrap.dedent(

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from configs import tiny
 from deepswe_jax import experiment
-from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
-from deepswe_jax.env.grading import GRADING_MEM_LIMIT
+from deepswe_jax.env.docker.docker_runtime import DockerRuntimeFactory
+from deepswe_jax.env.grading.grading import GRADING_MEM_LIMIT
 from deepswe_jax.env.tasks import unified_diff
 from deepswe_jax.verify.execution import ReproductionTest, score_candidates
 

@@ -12,15 +12,20 @@ import textwrap
 
 import pytest
 
-from deepswe_jax.env import grading
-from deepswe_jax.env.grading import GradingSession, grade_patch, harness_for, restore_test_files
-from deepswe_jax.env.harness import RECORD_VARIABLE, PytestHarness, Verdict
-from deepswe_jax.env.harness_r2egym import R2EHarness
-from deepswe_jax.env.harness_swebench import SwebenchHarness
-from deepswe_jax.env.patches import without_paths
+from deepswe_jax.env.grading import grading
+from deepswe_jax.env.grading.grading import (
+    GradingSession,
+    grade_patch,
+    harness_for,
+    restore_test_files,
+)
+from deepswe_jax.env.grading.harness import RECORD_VARIABLE, PytestHarness, Verdict
+from deepswe_jax.env.grading.harness_r2egym import R2EHarness
+from deepswe_jax.env.grading.harness_swebench import SwebenchHarness
+from deepswe_jax.env.grading.patches import without_paths
+from deepswe_jax.env.grading.verdict_guards import PROBE_MARK
 from deepswe_jax.env.runtime import EnvironmentUnavailableError, MissingImageError
 from deepswe_jax.env.tasks import Task
-from deepswe_jax.env.verdict_guards import PROBE_MARK
 from tests.env.fake_runtime import ScriptedFactory, ScriptedRuntime
 
 PATCH = "--- a/calc.py\n+++ b/calc.py\n@@ -1 +1 @@\n-return a - b\n+return a + b"

@@ -5,7 +5,7 @@ stdin, setsid daemons, and disk fills."""
 import pytest
 
 from deepswe_jax.env import observation
-from deepswe_jax.env.docker_runtime import DockerRuntime
+from deepswe_jax.env.docker.docker_runtime import DockerRuntime
 from deepswe_jax.env.runtime import ResourceLimitError
 from tests.env.env_pair import assert_serving, bash, env_pair
 

@@ -9,7 +9,7 @@ import threading
 import docker
 import pytest
 
-from deepswe_jax.env.images import (
+from deepswe_jax.env.docker.images import (
     LABEL_SOURCE_COMMIT,
     ImageBuildError,
     commit_tree,

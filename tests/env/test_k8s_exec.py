@@ -12,8 +12,8 @@ import tarfile
 import pytest
 from websocket import WebSocketConnectionClosedException
 
-from deepswe_jax.env import k8s_exec
-from deepswe_jax.env.k8s_exec import EXEC_WRAPPER, exec_argv, file_archive, file_from_archive
+from deepswe_jax.env.k8s import k8s_exec
+from deepswe_jax.env.k8s.k8s_exec import EXEC_WRAPPER, exec_argv, file_archive, file_from_archive
 from deepswe_jax.env.runtime import EnvironmentUnavailableError
 from deepswe_jax.env.tools import python_command
 from tests.env.k8s_fakes import (

@@ -10,8 +10,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from deepswe_jax.env.k8s_pods import OWNER_POD_ENV, ROLE_LABEL, K8sPodSettings
-from deepswe_jax.env.k8s_runtime import K8sRuntime
+from deepswe_jax.env.k8s.k8s_pods import OWNER_POD_ENV, ROLE_LABEL, K8sPodSettings
+from deepswe_jax.env.k8s.k8s_runtime import K8sRuntime
 from deepswe_jax.env.ownership import RUN_LABEL
 from deepswe_jax.env.tasks import load_tasks
 from launch.k8s.manifests import (

@@ -11,9 +11,9 @@ import subprocess
 import pytest
 from kubernetes import client as k8s
 
-from deepswe_jax.env import k8s_pods
-from deepswe_jax.env.k8s_pods import POD_INIT, K8sPodSettings, remove_stale_pods
-from deepswe_jax.env.k8s_runtime import ClusterAccessError, K8sRuntime
+from deepswe_jax.env.k8s import k8s_pods
+from deepswe_jax.env.k8s.k8s_pods import POD_INIT, K8sPodSettings, remove_stale_pods
+from deepswe_jax.env.k8s.k8s_runtime import ClusterAccessError, K8sRuntime
 from deepswe_jax.env.ownership import LIVE_RUNTIMES, OWNER_LABEL, RUN_LABEL, owner_label
 from deepswe_jax.env.runtime import EnvironmentUnavailableError, MissingImageError
 from deepswe_jax.env.tools import python_command

@@ -19,10 +19,10 @@ from kubernetes import client as k8s
 
 from configs import tiny
 from deepswe_jax import experiment
-from deepswe_jax.env.k8s_pods import K8sPodSettings, remove_stale_pods
-from deepswe_jax.env.k8s_runtime import K8sPodFactory, K8sRuntime
+from deepswe_jax.env.docker.placement import FactoryPlacement
+from deepswe_jax.env.k8s.k8s_pods import K8sPodSettings, remove_stale_pods
+from deepswe_jax.env.k8s.k8s_runtime import K8sPodFactory, K8sRuntime
 from deepswe_jax.env.ownership import RUN_LABEL
-from deepswe_jax.env.placement import FactoryPlacement
 from deepswe_jax.env.pool import EnvPool
 from tests.env.k8s_fakes import (
     NAMESPACE,

@@ -24,10 +24,10 @@ from swebench.harness.grading import (
 from swebench.harness.utils import make_test_spec
 
 from deepswe_jax.env import r2egym
-from deepswe_jax.env.grading import grade_patch
-from deepswe_jax.env.harness import PytestHarness
-from deepswe_jax.env.harness_swebench import SwebenchHarness
-from deepswe_jax.env.patches import patch_paths
+from deepswe_jax.env.grading.grading import grade_patch
+from deepswe_jax.env.grading.harness import PytestHarness
+from deepswe_jax.env.grading.harness_swebench import SwebenchHarness
+from deepswe_jax.env.grading.patches import patch_paths
 from deepswe_jax.env.pool import EnvPool
 from tests.env.conftest import TINY_FILES, TINY_GOLD_PATCH, TINY_TEST_PATCH, write_tree
 from tests.env.official_layouts import SWEBENCH_ROWS, Row, r2e_row

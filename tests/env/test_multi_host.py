@@ -22,8 +22,8 @@ from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.agent.rollout import EpisodeSettings, RolloutContext, run_episode
 from deepswe_jax.agent.scripted_policy import gold_patch_replies, reply_ids
 from deepswe_jax.agent.trajectory import StopReason
-from deepswe_jax.env.docker_runtime import DockerRuntime
-from deepswe_jax.env.hosts import (
+from deepswe_jax.env.docker.docker_runtime import DockerRuntime
+from deepswe_jax.env.docker.hosts import (
     CLIENT_MAX_POOL_SIZE,
     CLIENT_NUM_POOLS,
     DockerHosts,
@@ -33,6 +33,7 @@ from deepswe_jax.env.hosts import (
     default_client,
     default_endpoint,
 )
+from deepswe_jax.env.docker.settings import DockerSettings
 from deepswe_jax.env.ownership import RUN_LABEL
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.sampling.scripted import ScriptedSampler
@@ -222,8 +223,9 @@ def test_pool_survives_a_docker_host_dying_mid_run(tiny_task, docker_client, sec
         async with EnvPool(
             max_envs=4,
             run_label=label,
-            docker_hosts=[default_endpoint(), second_daemon.endpoint],
-            envs_per_host=2,
+            docker_settings=DockerSettings(
+                hosts=(default_endpoint(), second_daemon.endpoint), envs_per_host=2
+            ),
             step_timeout=60,
         ) as pool:
             first, second = pool.placement.hosts.hosts

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from deepswe_jax.env.task_checks import check_task
+from deepswe_jax.env.grading.task_checks import check_task
 from deepswe_jax.env.tasks import load_tasks
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from deepswe_jax.env import grading
+from deepswe_jax.env.grading import grading
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.runtime import EnvironmentUnavailableError, MissingImageError
 from tests.env.fake_runtime import ScriptedFactory

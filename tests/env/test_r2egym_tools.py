@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from deepswe_jax.env.images import ensure_task_image
+from deepswe_jax.env.docker.images import ensure_task_image
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.r2egym import R2EGYM_PATH, install_tools, shell_command
 from deepswe_jax.env.tasks import Task, load_tasks

@@ -17,8 +17,8 @@ import textwrap
 
 import pytest
 
-from deepswe_jax.env.docker_runtime import DockerRuntime
-from deepswe_jax.env.grading import grade_patch
+from deepswe_jax.env.docker.docker_runtime import DockerRuntime
+from deepswe_jax.env.grading.grading import grade_patch
 from deepswe_jax.env.runtime import PatchTooLargeError, PolicyLimitError, ResourceLimitError
 from deepswe_jax.env.tasks import unified_diff
 from tests.env.env_pair import assert_serving, bash, env_pair

@@ -3,7 +3,7 @@
 import docker
 import pytest
 
-from deepswe_jax.env.docker_runtime import DockerRuntime
+from deepswe_jax.env.docker.docker_runtime import DockerRuntime
 from deepswe_jax.env.ownership import OWNER_LABEL, RUN_LABEL, owner_is_alive, owner_label
 from deepswe_jax.env.runtime import GitDiffError, MissingImageError
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from deepswe_jax.env.images import commit_tree
+from deepswe_jax.env.docker.images import commit_tree
 from deepswe_jax.env.tasks import Task, is_test_path, load_tasks
 
 TASKS_DIR = Path(__file__).resolve().parents[2] / "tasks"

@@ -16,8 +16,8 @@ import pytest
 from swebench.harness.grading import get_eval_report
 
 from deepswe_jax.agent.trajectory import Trajectory
-from deepswe_jax.env.harness_swebench import swebench_spec
-from deepswe_jax.env.task_checks import check_task
+from deepswe_jax.env.grading.harness_swebench import swebench_spec
+from deepswe_jax.env.grading.task_checks import check_task
 from deepswe_jax.env.tasks import load_tasks
 from tests.env.official_layouts import Row, django_row
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from deepswe_jax.env.docker_runtime import DockerRuntime
+from deepswe_jax.env.docker.docker_runtime import DockerRuntime
 
 TIMEOUT = 30
 

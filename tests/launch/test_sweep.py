@@ -17,7 +17,7 @@ import kubernetes_validate
 import pytest
 
 from deepswe_jax.checkpoint import TrainCheckpoints
-from deepswe_jax.env.k8s_pods import DEFAULT_NAMESPACE, OWNER_POD_ENV
+from deepswe_jax.env.k8s.k8s_pods import DEFAULT_NAMESPACE, OWNER_POD_ENV
 from deepswe_jax.rl.metrics import read_metrics
 from launch import sweep
 from launch.k8s.manifests import TRAINER_ACCOUNT

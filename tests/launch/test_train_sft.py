@@ -33,7 +33,7 @@ from deepswe_jax.agent.parsing import parse_function_call
 from deepswe_jax.agent.rollout import RolloutContext, collect_rollouts
 from deepswe_jax.agent.scripted_policy import parse_unified_diff
 from deepswe_jax.agent.trajectory import StopReason, read_trajectories, write_trajectories
-from deepswe_jax.env.grading import GradeResult
+from deepswe_jax.env.grading.grading import GradeResult
 from deepswe_jax.env.observation import FINISHED_OBSERVATION, format_observation
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.tasks import Task, load_tasks

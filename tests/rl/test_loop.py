@@ -27,7 +27,7 @@ from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.agent.trajectory import StopReason, Trajectory, read_trajectories
 from deepswe_jax.checkpoint import TrainCheckpoints, restore_params, save_params
-from deepswe_jax.env.grading import GradeResult
+from deepswe_jax.env.grading.grading import GradeResult
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.experiment import model_factory, optimizer_settings, train, update_settings
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, save_hf_checkpoint

@@ -21,7 +21,7 @@ from configs import tiny
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.agent.trajectory import read_trajectories, trajectories_path
-from deepswe_jax.env.grading import GradeResult
+from deepswe_jax.env.grading.grading import GradeResult
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.experiment import train
 from deepswe_jax.rl.metrics import read_metrics

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
-from deepswe_jax.env.grading import GradeResult
+from deepswe_jax.env.grading.grading import GradeResult
 from deepswe_jax.verify.evaluation import reports, summary
 from tests.agent.test_trajectory_records import DICT_GRADE_LINE, make_trajectory
 

@@ -26,7 +26,7 @@ from deepswe_jax.agent.parsing import render_function_call
 from deepswe_jax.agent.rollout import EpisodeSettings, initial_messages
 from deepswe_jax.agent.scripted_policy import gold_patch_replies, reply_ids
 from deepswe_jax.agent.trajectory import Trajectory
-from deepswe_jax.env.docker_runtime import PID_LABEL
+from deepswe_jax.env.docker.docker_runtime import PID_LABEL
 from deepswe_jax.env.ownership import RUN_LABEL
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.tasks import load_tasks

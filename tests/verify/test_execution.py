@@ -10,7 +10,7 @@ import docker
 import pytest
 
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
-from deepswe_jax.env.images import ensure_task_image
+from deepswe_jax.env.docker.images import ensure_task_image
 from deepswe_jax.env.tasks import load_tasks, unified_diff
 from deepswe_jax.experiment.evaluation import make_scorer
 from deepswe_jax.verify.execution import (

@@ -3,7 +3,7 @@
 import pytest
 
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
-from deepswe_jax.env.grading import GradeResult
+from deepswe_jax.env.grading.grading import GradeResult
 from deepswe_jax.verify.rejection_sampling import select_for_sft
 
 

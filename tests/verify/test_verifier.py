@@ -11,7 +11,7 @@ from flax import nnx
 from configs import verifier_tiny
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
-from deepswe_jax.env.grading import GradeResult
+from deepswe_jax.env.grading.grading import GradeResult
 from deepswe_jax.experiment import initial_params, sharding_rules, train_verifier
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import make_mesh, shard_model

@@ -2,7 +2,7 @@
 
 The scripts in this folder (file_editor, execute_bash, search, finish) are pure-stdlib
 Python programs with R2E-Gym's command-line interface; `tool_server.py` is the
-container's PID 1 that runs them (see `deepswe_jax.env.docker_runtime`). They are
+container's PID 1 that runs them (see `deepswe_jax.env.docker.docker_runtime`). They are
 installed as `/usr/local/bin/<name>`, so the agent can also call them from bash.
 """
 

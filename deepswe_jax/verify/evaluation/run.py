@@ -32,8 +32,8 @@ from deepswe_jax.agent.interface import DEEPSWE_JAX
 from deepswe_jax.agent.r2egym import R2EGymInterface
 from deepswe_jax.agent.rollout import EpisodeSettings, RolloutContext, run_episode
 from deepswe_jax.agent.trajectory import StopReason, Trajectory
-from deepswe_jax.env.grading import GradeResult
-from deepswe_jax.env.images import ensure_task_images
+from deepswe_jax.env.docker.images import ensure_task_images
+from deepswe_jax.env.grading.grading import GradeResult
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.tasks import Task, load_tasks
 from deepswe_jax.sampling.base import Sampler

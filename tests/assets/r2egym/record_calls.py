@@ -20,7 +20,7 @@ from pathlib import Path
 
 from absl import app, flags
 
-from deepswe_jax.env.images import ensure_task_image
+from deepswe_jax.env.docker.images import ensure_task_image
 from deepswe_jax.env.pool import EnvPool
 from deepswe_jax.env.r2egym import shell_command
 from deepswe_jax.env.tasks import load_tasks

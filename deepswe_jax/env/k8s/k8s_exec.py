@@ -23,7 +23,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes import stream as k8s_stream
 
-from deepswe_jax.env.k8s_pods import CONTAINER_NAME, retry_api
+from deepswe_jax.env.k8s.k8s_pods import CONTAINER_NAME, retry_api
 from deepswe_jax.env.runtime import TESTBED
 from deepswe_jax.env.tools.tool_server import BoundedOutput
 

@@ -21,7 +21,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from deepswe_jax.env.harness import Verdict, default_test_cmd, empty_tests_status, summary_lines
+from deepswe_jax.env.grading.harness import (
+    Verdict,
+    default_test_cmd,
+    empty_tests_status,
+    summary_lines,
+)
 from deepswe_jax.env.layouts import R2E_PATH
 from deepswe_jax.env.task_record import Task
 

@@ -14,7 +14,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from deepswe_jax.env.hosts import default_client
+from deepswe_jax.env.docker.hosts import default_client
 from deepswe_jax.env.ownership import OWNER_LABEL, RUN_LABEL, owner_is_alive
 
 logger = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from deepswe_jax.env.grade_result import GradeResult
-from deepswe_jax.env.grading import DEFAULT_TIMEOUT, grade_patch
+from deepswe_jax.env.grading.grade_result import GradeResult
+from deepswe_jax.env.grading.grading import DEFAULT_TIMEOUT, grade_patch
 from deepswe_jax.env.runtime import RuntimeFactory
 from deepswe_jax.env.tasks import Task
 

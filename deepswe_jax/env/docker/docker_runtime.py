@@ -38,11 +38,11 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from deepswe_jax.env import disk_limits
-from deepswe_jax.env.disk_limits import DISK_LIMIT_MODES
-from deepswe_jax.env.docker_api import remove_stale_containers, retry_transient
-from deepswe_jax.env.docker_channel import ServerChannel
-from deepswe_jax.env.hosts import default_client
+from deepswe_jax.env.docker import disk_limits
+from deepswe_jax.env.docker.disk_limits import DISK_LIMIT_MODES
+from deepswe_jax.env.docker.docker_api import remove_stale_containers, retry_transient
+from deepswe_jax.env.docker.docker_channel import ServerChannel
+from deepswe_jax.env.docker.hosts import default_client
 from deepswe_jax.env.ownership import OWNER_LABEL, RUN_LABEL, owner_label
 from deepswe_jax.env.runtime import (
     SERVER_GRACE_S,
@@ -148,7 +148,7 @@ class DockerRuntime(ExecRuntime):
         except docker.errors.ImageNotFound:
             raise MissingImageError(
                 f"image {self.image} not found; run `python launch/build_images.py --tasks=...` "
-                "(or deepswe_jax.env.images.ensure_task_image(task)) to build it"
+                "(or deepswe_jax.env.docker.images.ensure_task_image(task)) to build it"
             ) from None
         self._register()
         self._container = retry_transient(self._create, f"creating {self.name}")

@@ -28,9 +28,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from deepswe_jax.env.harness import PASSING, Harness, PytestHarness
+from deepswe_jax.env.grading.harness import PASSING, Harness, PytestHarness
+from deepswe_jax.env.grading.patches import touched_paths
 from deepswe_jax.env.layouts import LAYOUTS
-from deepswe_jax.env.patches import touched_paths
 from deepswe_jax.env.runtime import TESTBED, Runtime
 from deepswe_jax.env.tasks import Task
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from deepswe_jax.env.harness import TestsStatus, empty_tests_status
+from deepswe_jax.env.grading.harness import TestsStatus, empty_tests_status
 from deepswe_jax.env.tasks import Task
 
 STATUSES = (

@@ -33,7 +33,7 @@ from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 from websocket import WebSocketException
 
-from deepswe_jax.env.k8s_exec import (
+from deepswe_jax.env.k8s.k8s_exec import (
     READ_IS_DIRECTORY,
     READ_MISSING,
     READ_SCRIPT,
@@ -46,7 +46,7 @@ from deepswe_jax.env.k8s_exec import (
     open_exec,
     untar_argv,
 )
-from deepswe_jax.env.k8s_pods import (
+from deepswe_jax.env.k8s.k8s_pods import (
     API_TIMEOUT_S,
     DEFAULT_POD_SETTINGS,
     K8sPodSettings,

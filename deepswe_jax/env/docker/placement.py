@@ -32,9 +32,9 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from deepswe_jax.env.docker_api import remove_stale_containers
-from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
-from deepswe_jax.env.hosts import DockerHost, DockerHosts, NoDockerHostError, copy_image
+from deepswe_jax.env.docker.docker_api import remove_stale_containers
+from deepswe_jax.env.docker.docker_runtime import DockerRuntimeFactory
+from deepswe_jax.env.docker.hosts import DockerHost, DockerHosts, NoDockerHostError, copy_image
 from deepswe_jax.env.runtime import EnvironmentUnavailableError, RuntimeFactory
 from deepswe_jax.env.tasks import Task
 
@@ -124,7 +124,7 @@ async def _once(
 
 
 def _ensure_task_image(task: Task, client: docker.DockerClient | None) -> str:
-    from deepswe_jax.env.images import ensure_task_image
+    from deepswe_jax.env.docker.images import ensure_task_image
 
     return ensure_task_image(task, client)
 

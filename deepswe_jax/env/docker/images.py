@@ -31,7 +31,7 @@ import docker.errors
 
 from deepswe_jax.env.commits import CommitError, commit_tree
 from deepswe_jax.env.commits import source_commit as source_commit  # re-exported
-from deepswe_jax.env.hosts import default_client
+from deepswe_jax.env.docker.hosts import default_client
 from deepswe_jax.env.tasks import Task
 
 BASE_REPOSITORY = "deepswe/base"

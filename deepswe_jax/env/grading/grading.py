@@ -44,27 +44,18 @@ import shlex
 import time
 from typing import Any
 
-from deepswe_jax.env.grade_result import GradeResult
-from deepswe_jax.env.harness import (
+from deepswe_jax.env.grading.grade_result import GradeResult
+from deepswe_jax.env.grading.harness import (
     RECORD_VARIABLE,
     Harness,
     PytestHarness,
     Verdict,
     empty_tests_status,
 )
-from deepswe_jax.env.harness_r2egym import R2EHarness
-from deepswe_jax.env.harness_swebench import SwebenchHarness
-from deepswe_jax.env.layouts import LAYOUTS
-from deepswe_jax.env.patches import is_protected, protected_paths, without_paths
-from deepswe_jax.env.runtime import (
-    DEFAULT_MAX_PATCH_BYTES,
-    ExecResult,
-    PolicyLimitError,
-    Runtime,
-    RuntimeFactory,
-)
-from deepswe_jax.env.tasks import Task
-from deepswe_jax.env.verdict_guards import (
+from deepswe_jax.env.grading.harness_r2egym import R2EHarness
+from deepswe_jax.env.grading.harness_swebench import SwebenchHarness
+from deepswe_jax.env.grading.patches import is_protected, protected_paths, without_paths
+from deepswe_jax.env.grading.verdict_guards import (
     environment_of,
     log_suspected_forgery,
     new_record_path,
@@ -73,6 +64,15 @@ from deepswe_jax.env.verdict_guards import (
     records_results,
     refused_paths,
 )
+from deepswe_jax.env.layouts import LAYOUTS
+from deepswe_jax.env.runtime import (
+    DEFAULT_MAX_PATCH_BYTES,
+    ExecResult,
+    PolicyLimitError,
+    Runtime,
+    RuntimeFactory,
+)
+from deepswe_jax.env.tasks import Task
 
 DEFAULT_TIMEOUT = 300.0
 # Memory limit of a Docker grading container (a runtime_factory's runtimes have its limits).
@@ -246,7 +246,7 @@ def grade_patch(
     if runtime_factory is None:
         # Imported here: GradeResult (a Trajectory's grade) must load where the docker package
         # is absent (the GPU machine's training and benchmarks).
-        from deepswe_jax.env.docker_runtime import DockerRuntimeFactory
+        from deepswe_jax.env.docker.docker_runtime import DockerRuntimeFactory
 
         runtime_factory = DockerRuntimeFactory(client=client, mem_limit=mem_limit)
     harness = harness or harness_for(task)

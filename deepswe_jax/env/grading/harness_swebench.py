@@ -37,8 +37,8 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from deepswe_jax.env.harness import Verdict, empty_tests_status
-from deepswe_jax.env.swebench_specs import eval_directives, repo_spec
+from deepswe_jax.env.grading.harness import Verdict, empty_tests_status
+from deepswe_jax.env.grading.swebench_specs import eval_directives, repo_spec
 from deepswe_jax.env.task_record import Task
 
 TESTBED = "/testbed"

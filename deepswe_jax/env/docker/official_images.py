@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from deepswe_jax.env.commits import commit_tree
-from deepswe_jax.env.images import ImageBuildError, default_client, ensure_base_image
+from deepswe_jax.env.docker.images import ImageBuildError, default_client, ensure_base_image
 
 LAYOUT_IMAGE_KINDS = ("swebench", "r2egym")
 CONDA_STANDIN = Path(__file__).parent / "conda_standin"
