@@ -29,7 +29,7 @@ from pathlib import Path  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from deepswe_jax import cli  # noqa: E402
-from deepswe_jax.env.images import ensure_task_images  # noqa: E402
+from deepswe_jax.env.docker.images import ensure_task_images  # noqa: E402
 from deepswe_jax.verify.evaluation.run import load_eval_tasks  # noqa: E402
 
 _TASKS = flags.DEFINE_string(
