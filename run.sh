@@ -120,7 +120,11 @@ case "$COMMAND" in
     ruff check .
     ruff format --check .
     echo "== tests"
-    python -m pytest -q "$@"
+    # Two pytest-xdist workers, a test file each at a time (module fixtures and the Docker
+    # images a file builds stay in one process), the slowest files first (tests/conftest.py):
+    # most tests wait on a subprocess's imports, XLA's single-threaded compiler or a container,
+    # so two share 2 cores well. DEEPSWE_TEST_WORKERS=0 runs them in this process, one by one.
+    python -m pytest -q -n "${DEEPSWE_TEST_WORKERS:-2}" --dist=loadfile --no-loadscope-reorder "$@"
     ;;
   *)
     echo "usage: ./run.sh [main|test] [arguments for the stages or pytest]" >&2

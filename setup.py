@@ -38,6 +38,7 @@ setup(
             "kubernetes-validate>=1.37",
             "pytest>=8.0",
             "pytest-timeout>=2.3",
+            "pytest-xdist>=3.8",
             "ruff>=0.15",
             "torch>=2.4",
             "transformers>=5.0",
