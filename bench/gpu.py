@@ -36,7 +36,6 @@ unimportable.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import subprocess
@@ -47,25 +46,7 @@ from typing import Any
 # Run as a script (python bench/gpu.py), the repository root is not on sys.path.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.gpu_sections import SECTIONS, qwen3_config  # noqa: E402
-
-
-@dataclasses.dataclass(frozen=True)
-class Scale:
-    """The shapes one run measures."""
-
-    model: dict[str, Any]  # HF Qwen3 config.json fields
-    train_tokens: tuple[int, ...]  # one row of each length
-    attention_tokens: tuple[int, ...]
-    xla_attention_max: int  # XLA keeps fp32 [heads, s, s] scores: only up to this length
-    decode_batch: int
-    decode_prompt: int
-    decode_new: int
-    numerics_shape: tuple[int, int]  # rows x tokens
-    repeats: int
-    decode_repeats: int
-    budgets_s: dict[str, int]  # per section; the whole run must end within 8 minutes
-
+from bench.gpu_sections import SECTIONS, Scale, qwen3_config  # noqa: E402
 
 QWEN3_1P7B = dict(
     vocab_size=151936,

@@ -8,22 +8,37 @@ JAX on the GPU.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import statistics
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from bench.gpu import Scale
 
 PEAK_FLOPS = 989e12  # H100 / H200 SXM dense bf16
 EPS_LOW, EPS_HIGH = 0.2, 0.28
 MAX_RESPONSE_LEN = 32768  # the constant of DeepSWE's loss
 LOGPROB_CHUNK = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    """The shapes one run measures."""
+
+    model: dict[str, Any]  # HF Qwen3 config.json fields
+    train_tokens: tuple[int, ...]  # one row of each length
+    attention_tokens: tuple[int, ...]
+    xla_attention_max: int  # XLA keeps fp32 [heads, s, s] scores: only up to this length
+    decode_batch: int
+    decode_prompt: int
+    decode_new: int
+    numerics_shape: tuple[int, int]  # rows x tokens
+    repeats: int
+    decode_repeats: int
+    budgets_s: dict[str, int]  # per section; the whole run must end within 8 minutes
 
 
 # --- helpers shared by the sections -------------------------------------------------------------
