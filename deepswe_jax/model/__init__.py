@@ -1,4 +1,12 @@
-"""Qwen3 policy: config, Flax NNX model with KV cache, HF safetensors import/export."""
+"""Qwen3 policy: config, Flax NNX model with KV cache, HF safetensors import/export.
+
+config     Qwen3Config: the architecture, with HF config.json's field names
+qwen3      Qwen3ForCausalLM: scanned layers, named remat policies, functional KV cache
+attention  causal attention over whole sequences, one function per kernel (xla/cudnn/pallas)
+kv_cache   the KV cache of incremental decoding and attention over it
+lora       LoRA adapters on the stacked projection kernels
+hf_io      HF safetensors <-> Qwen3ForCausalLM, one tensor at a time
+"""
 
 from deepswe_jax.model.config import Qwen3Config
 from deepswe_jax.model.hf_io import (

@@ -1,4 +1,9 @@
-"""Mesh construction, logical->mesh sharding rules, and multi-host start-up."""
+"""Mesh construction, logical->mesh sharding rules, and multi-host start-up.
+
+mesh         the device mesh ('data', 'fsdp', 'tensor') and multi-host start-up
+sharding     logical axis names -> mesh axes: the one table that decides all sharding
+distributed  multi-process JAX: joining the job, what each process feeds and gathers
+"""
 
 from deepswe_jax.parallel.mesh import MESH_AXES, init_distributed, make_mesh, mesh_shape_for
 from deepswe_jax.parallel.sharding import (

@@ -6,6 +6,8 @@ logprobs: token log-probs and entropies, chunked over the sequence.
 batch: trajectories -> fixed-shape micro-batches (shifted, masked, bucketed, optionally packed).
 optimizer: AdamW with global-norm clipping and its learning-rate schedule.
 objectives: what a train step minimizes (MicroBatchLoss; GRPO++'s PolicyGradientLoss, LossSettings).
+rollout_correction: verl's rollout correction for the sampler-trainer mismatch (TIS, masked IS,
+  rejection), off by default, and the mismatch metrics.
 train_step: TrainState, the sharded update with gradient accumulation.
 sft: the supervised (negative log-likelihood) loss and steps of SFT warm starts.
 metrics: what an iteration logs (rollout/, batch/), MetricsWriter (metrics.jsonl, TensorBoard).
