@@ -20,7 +20,7 @@ import pytest
 
 from deepswe_jax.env.docker.images import ensure_task_image
 from deepswe_jax.env.pool import EnvPool
-from deepswe_jax.env.r2egym import R2EGYM_PATH, install_tools, shell_command
+from deepswe_jax.env.r2egym import install_tools, shell_command
 from deepswe_jax.env.tasks import Task, load_tasks
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -74,74 +74,78 @@ def test_our_scripts_print_what_r2egym_scripts_print(confini_task, docker_client
 
 DASH_FILE = "/testbed/confini/dash.py"
 LISTED = "/testbed/enc"
-HELP_TEXTS = REPO_ROOT / "tests" / "assets" / "r2egym" / "help_texts.json"
+SIX_RECORDED = REPO_ROOT / "tests" / "assets" / "r2egym" / "six_calls_recorded.json"
+
+
+async def prepare_differing_calls(env) -> None:
+    """The six calls' files: a UTF-8 file with one em dash, a folder holding a Latin-1 name.
+    (tests/assets/r2egym/record_calls.py prepares the original's container the same way.)"""
+    await env.write_file(DASH_FILE, "x = 1  # a \u2014 b\n".encode())
+    made = await env.run(f"mkdir -p {LISTED} && touch {LISTED}/$(printf 'caf\\351.py')")
+    assert made.exit_code == 0
+
+
+async def run_differing_calls(env) -> dict:
+    """The six calls issue #30 found our R2E-Gym profile answering differently from the
+    original: a listing with a non-UTF-8 name, `env` (SHLVL), each tool's --help, and viewing
+    and editing the em-dash file (chardet's decoding); then the file's bytes."""
+
+    async def call(name, params):
+        command = shell_command(name, params, STEP_TIMEOUT_S)
+        result = await env.run(command, timeout=STEP_TIMEOUT_S + 5)
+        return [result.exit_code, result.output]
+
+    return {
+        "listing": await call("file_editor", {"command": "view", "path": LISTED}),
+        "env": await call("execute_bash", {"cmd": "env"}),
+        "help": [
+            await call("execute_bash", {"cmd": f"{tool} --help"})
+            for tool in ("file_editor", "search", "execute_bash")
+        ],
+        "view": await call("file_editor", {"command": "view", "path": DASH_FILE}),
+        "edit": await call(
+            "file_editor",
+            {"command": "str_replace", "path": DASH_FILE, "old_str": "x = 1", "new_str": "x = 2"},
+        ),
+        "file_after_edit_utf8": (await asyncio.to_thread(env.runtime.read_file, DASH_FILE)).decode(
+            "utf-8"
+        ),
+    }
 
 
 async def differing_calls(task: Task, client, run_label: str) -> dict:
-    """The six calls issue #30 found our R2E-Gym profile answering differently from the original
-    (not in calls_recorded.jsonl), and the default profile's view of the em-dash file."""
+    """Our R2E-Gym profile's answers to the six calls, and the default profile's view of the
+    em-dash file (key "default view")."""
     async with EnvPool(max_envs=1, run_label=run_label, client=client) as pool:
         async with pool.acquire(task) as env:
-            await env.write_file(DASH_FILE, "x = 1  # a \u2014 b\n".encode())
+            await prepare_differing_calls(env)
             ours = await env.step("file_editor", {"command": "view", "path": DASH_FILE})
             assert (await env.run(PREPARE)).exit_code == 0
             await install_tools(env)
-            made = await env.run(f"mkdir -p {LISTED} && touch {LISTED}/$(printf 'caf\\351.py')")
-            assert made.exit_code == 0
+            return {"default view": ours.observation, **await run_differing_calls(env)}
 
-            async def call(name, params):
-                command = shell_command(name, params, STEP_TIMEOUT_S)
-                result = await env.run(command, timeout=STEP_TIMEOUT_S + 5)
-                return result.exit_code, result.output
 
-            return {
-                "default view": ours.observation,
-                "listing": await call("file_editor", {"command": "view", "path": LISTED}),
-                "env": await call("execute_bash", {"cmd": "env"}),
-                "help": [
-                    await call("execute_bash", {"cmd": f"{tool} --help"})
-                    for tool in ("file_editor", "search", "execute_bash")
-                ],
-                "view": await call("file_editor", {"command": "view", "path": DASH_FILE}),
-                "edit": await call(
-                    "file_editor",
-                    {
-                        "command": "str_replace",
-                        "path": DASH_FILE,
-                        "old_str": "x = 1",
-                        "new_str": "x = 2",
-                    },
-                ),
-                "bytes": await asyncio.to_thread(env.runtime.read_file, DASH_FILE),
-            }
+def without_hostname(output: str) -> str:
+    return re.sub(r"^HOSTNAME=\w+$", "HOSTNAME=<container>", output, flags=re.MULTILINE)
 
 
 def test_r2egym_profile_answers_the_six_calls_as_the_original(
     confini_task, docker_client, run_label
 ):
-    """Expected outputs reconstructed, not recorded (R2E-Gym's scripts were not runnable here):
-    the listing error and the chardet decoding as issue #30 describes the original's output
-    (the message format is that of R2E-Gym's file_editor.py); the help texts are argparse's
-    rendering of the original scripts' description and help strings (help_texts.json); `env`
-    without SHLVL, as docker exec's /bin/sh starts. The default profile keeps the em dash."""
+    """Recorded with R2E-Gym's own scripts at agentica-project/R2E-Gym@353348a (and chardet
+    5.2.0) by tests/assets/r2egym/record_calls.py: the listing error, `env` without SHLVL (only
+    the container's host name differs), the original help texts, and chardet's reading of the
+    em dash as Windows-1252, shown and written back garbled. The default profile keeps the em
+    dash."""
     seen = asyncio.run(differing_calls(confini_task, docker_client, run_label))
-    position = len(f"{LISTED}\n{LISTED}/caf")
-    assert seen["listing"] == (
-        0,
-        f"\nERROR: Ran into 'utf-8' codec can't decode byte 0xe9 in position {position}: "
-        f"invalid continuation byte while trying to list directory contents of {LISTED}.\n",
-    )
-    code, env_output = seen["env"]
-    assert code == 0 and "SHLVL" not in env_output and f"PATH={R2EGYM_PATH}\n" in env_output
-    helps = json.loads(HELP_TEXTS.read_text(encoding="utf-8"))
-    for (code, output), tool in zip(seen["help"], helps, strict=True):
-        assert code == 0 and f"\n\n{helps[tool].strip()} \n" in output, tool
-    assert seen["view"] == (
-        0,
-        f"Here's the result of running `cat -n` on the file: {DASH_FILE}:\n"
-        "     1 x = 1  # a \u00e2\u20ac\u201d b\n",
-    )
-    code, edited = seen["edit"]
-    assert code == 0 and "     1\tx = 2  # a \u00e2\u20ac\u201d b\n" in edited
-    assert seen["bytes"] == "x = 2  # a \u00e2\u20ac\u201d b\n".encode()  # written back garbled
+    recorded = json.loads(SIX_RECORDED.read_text(encoding="utf-8"))
+    assert seen["listing"] == recorded["listing"]
+    assert "SHLVL" not in seen["env"][1]
+    assert seen["env"][0] == recorded["env"][0]
+    assert without_hostname(seen["env"][1]) == without_hostname(recorded["env"][1])
+    assert seen["help"] == recorded["help"]
+    assert seen["view"] == recorded["view"]
+    assert "\u00e2\u20ac\u201d" in recorded["view"][1]  # what the original showed: mojibake
+    assert seen["edit"] == recorded["edit"]
+    assert seen["file_after_edit_utf8"] == recorded["file_after_edit_utf8"]
     assert "a \u2014 b" in seen["default view"]
