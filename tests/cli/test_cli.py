@@ -201,12 +201,12 @@ def test_a_full_disk_stops_the_run_in_at_most_three_lines(tmp_path):
     one_step = 3 * sum(leaf.size * 4 for leaf in jax.tree.leaves(abstract))  # params, mu, nu
     checkpoints = tmp_path / "run" / "checkpoints"
     checkpoints.mkdir(parents=True)
-    size = f"size={int(1.5 * one_step)}"
+    size = f"size={4 * one_step}"  # step 1 fits; the run fills the rest before step 2
     subprocess.run(["mount", "-t", "tmpfs", "-o", size, "tmpfs", checkpoints], check=True)
     try:
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "XLA_FLAGS": "", "JAX_PLATFORMS": "cpu"}
         result = subprocess.run(
-            [sys.executable, __file__, str(tmp_path / "run")],
+            [sys.executable, __file__, str(tmp_path / "run"), str(one_step)],
             cwd=REPO_ROOT,
             env=env,
             capture_output=True,
@@ -239,19 +239,21 @@ if __name__ == "__main__":
             make_task,
             scripted_config,
         )
+        from tests.rl.test_loop_faults import fill_disk_before_saving
 
         absl_logging.set_verbosity(absl_logging.WARNING)
         sampler = alternating_sampler(ChatTokenizer.from_directory(TOKENIZER_DIR))
         config = scripted_config(3)
         config.rl.micro_batch_size = 1
         tasks = [make_task(0), make_task(1)]
-        train(
-            config,
-            argv[1],
-            sampler=sampler,
-            env_pool=MemoryPool(),
-            tasks=tasks,
-            show_progress=False,
-        )
+        with fill_disk_before_saving(2, leave=int(argv[2]) // 2):
+            train(
+                config,
+                argv[1],
+                sampler=sampler,
+                env_pool=MemoryPool(),
+                tasks=tasks,
+                show_progress=False,
+            )
 
     cli.run(full_disk_run)

@@ -236,6 +236,9 @@ def opens_like_the_expert(reply: str, task: Task) -> bool:
     return reply.startswith(expert[: expert.index("/testbed/") + len("/testbed/")])
 
 
+# A hang guard: 4-7 minutes beside the other xdist worker, more on a fresh machine, where it
+# starts with test_learning.py and one of them builds the base image while the other waits.
+@pytest.mark.timeout(1800)
 def test_sft_on_expert_trajectories_teaches_the_tool_call_format(tokenizer, split_tasks, tmp_path):
     train, held_out = split_tasks
     trajectories = asyncio.run(

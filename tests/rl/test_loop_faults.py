@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import subprocess
 
 import jax
@@ -153,6 +154,28 @@ def small_disk(tmp_path):
         subprocess.run(["umount", str(path)], check=True)
 
 
+def fill_disk_before_saving(step: int, leave: int) -> contextlib.AbstractContextManager:
+    """Patches TrainCheckpoints.save: before saving `step`, once the earlier save has finished,
+    a hidden file fills the checkpoint folder's disk up to `leave` free bytes. A disk that simply
+    holds 1.5 checkpoints is not enough: how much Orbax and TensorStore write on the way (their
+    file count varies from run to run: 37-47 files, 4 KiB each at least on tmpfs) and whether
+    step 1's commit is still running decide which step fails, which made such a test flaky."""
+    from unittest import mock
+
+    original = TrainCheckpoints.save
+
+    def save(self, at_step, **kwargs):
+        if at_step == step:
+            self.wait_until_finished()
+            stat = os.statvfs(self.directory)
+            free = stat.f_bavail * stat.f_frsize
+            with open(os.path.join(self.directory, ".filler"), "wb") as filler:
+                filler.write(b"\0" * max(free - leave, 0))
+        return original(self, at_step, **kwargs)
+
+    return mock.patch.object(TrainCheckpoints, "save", save)
+
+
 def test_a_failed_background_save_stops_the_run_at_the_next_step_boundary(
     tmp_path, small_disk, monkeypatch
 ):
@@ -161,10 +184,13 @@ def test_a_failed_background_save_stops_the_run_at_the_next_step_boundary(
     on (before: "checkpoint 0.16s" was logged and a whole iteration ran before the crash)."""
     abstract = nnx.split(nnx.eval_shape(model_factory(scripted_config(3))), nnx.Param)[1]
     one_step = 3 * sum(leaf.size * 4 for leaf in jax.tree.leaves(abstract))  # params, mu, nu
-    small_disk(tmp_path / "run" / "checkpoints", int(1.5 * one_step))
+    small_disk(tmp_path / "run" / "checkpoints", 4 * one_step)
     updates = []
     monkeypatch.setattr(loop, "update_policy", lambda *a: updates.append(1) or update_policy(*a))
-    with pytest.raises(CheckpointSaveError) as error:
+    with (
+        fill_disk_before_saving(2, leave=one_step // 2),
+        pytest.raises(CheckpointSaveError) as error,
+    ):
         run(tmp_path / "run", 3)
     assert len(updates) == 2  # iteration 3 rolled out, found the failure, did not train
     message = str(error.value)
