@@ -71,25 +71,23 @@ if [ "$COMMAND" = test ]; then
     echo "$vllm_wanted" >"$vllm_stamp"
   fi
 fi
-# ==== set-up for the tests: verl 0.9.1 in its own virtualenv (tests/rl/test_verl_crosscheck.py) =
-if [ "$COMMAND" = test ]; then
-  verl_stamp=".venv-verl/.deepswe-verl-installed"
-  verl_wanted="$(sha256sum .ci/install_verl.sh | cut -d' ' -f1)"
-  if [ "$(cat "$verl_stamp" 2>/dev/null)" != "$verl_wanted" ]; then
-    echo "== verl 0.9.1 (.venv-verl)"
-    bash .ci/install_verl.sh .venv-verl
-    echo "$verl_wanted" >"$verl_stamp"
+# ==== set-up for the tests: side virtualenvs for what cannot share .venv =========================
+# side_venv DIR SCRIPT WHAT: `bash SCRIPT DIR` when DIR lacks it or SCRIPT changed (a stamp in DIR
+# holds the script's sha256).
+side_venv() {
+  local stamp="$1/.deepswe-${1#.venv-}-installed" wanted
+  wanted="$(sha256sum "$2" | cut -d' ' -f1)"
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+    echo "== $3 ($1)"
+    bash "$2" "$1"
+    echo "$wanted" >"$stamp"
   fi
-fi
-# ==== set-up for the tests: mini-swe-agent 2.4.6 in .venv-mini (tests/launch/test_mini_swe_agent.py) ====
+}
 if [ "$COMMAND" = test ]; then
-  mini_stamp=".venv-mini/.deepswe-mini-installed"
-  mini_wanted="$(sha256sum .ci/install_mini_swe_agent.sh | cut -d' ' -f1)"
-  if [ "$(cat "$mini_stamp" 2>/dev/null)" != "$mini_wanted" ]; then
-    echo "== mini-swe-agent 2.4.6 (.venv-mini)"
-    bash .ci/install_mini_swe_agent.sh .venv-mini
-    echo "$mini_wanted" >"$mini_stamp"
-  fi
+  # verl pins transformers<5.11 (tests/rl/test_verl_crosscheck.py)
+  side_venv .venv-verl .ci/install_verl.sh "verl 0.9.1"
+  # litellm needs python-dateutil<3 (tests/launch/test_mini_swe_agent.py)
+  side_venv .venv-mini .ci/install_mini_swe_agent.sh "mini-swe-agent 2.4.6"
 fi
 # ==== end of set-up ============================================================================
 
