@@ -4,6 +4,8 @@
 - `base_image`: tag of the base image (built once with debootstrap when missing).
 - `run_label`: label value for this session's containers; they are removed at the end.
 - `tiny_task` / `tiny_files`: a one-bug repository built in a temp dir (image built) and its files.
+- every test starts with no cached environment probe (`verdict_guards` caches one per image and
+  process), so what a test sees does not depend on the tests its process ran before.
 """
 
 from __future__ import annotations
@@ -16,9 +18,18 @@ import docker
 import pytest
 
 from deepswe_jax.env.docker.images import commit_tree, ensure_base_image, ensure_task_image
+from deepswe_jax.env.grading import verdict_guards
 from deepswe_jax.env.tasks import Task, unified_diff
 
 TINY_IMAGE = "deepswe-test/tinycalc:base"
+
+
+@pytest.fixture(autouse=True)
+def no_cached_environment_probes(monkeypatch):
+    # Stop 26's CI: a test asserting the grading commands failed only on a worker where no
+    # earlier test had probed its image.
+    monkeypatch.setattr(verdict_guards, "_environments", {})
+
 
 TINY_FILES = {
     "README.md": "tinycalc: a calculator with one bug.\n",

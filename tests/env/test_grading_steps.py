@@ -89,7 +89,7 @@ def repository(fail: str = "", test_log: str = PASSING_LOG):
 
 def test_the_steps_run_in_order_in_one_fresh_runtime_and_their_log_is_kept():
     factory = ScriptedFactory(repository())
-    task = make_task(image="deepswe/calc-steps:base")  # an image no other grade probed
+    task = make_task()
     result = grade_patch(task, PATCH, runtime_factory=factory, run_label="grade-1", timeout=60)
 
     assert result.status == "resolved" and result.reward == 1.0, result.test_log

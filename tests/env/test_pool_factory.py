@@ -38,10 +38,8 @@ def test_episodes_and_grading_run_in_runtimes_of_the_factory():
     assert step.observation == "Exit code: 0\nExecution output of [execute_bash]:\nexecute_bash ran"
     assert patch == PATCH and episode_runtime.commands == []
     assert grade.status == "resolved", grade.test_log
-    commands = grading_runtime.commands
-    if PROBE_MARK in commands[0]:  # the image's environment, probed once per process (cached)
-        commands = commands[1:]
-    assert commands[0] == grading._apply_cmd(grading.PATCH_FILE)
+    probe, apply, *_ = grading_runtime.commands  # the image's environment, then the patch
+    assert PROBE_MARK in probe and apply == grading._apply_cmd(grading.PATCH_FILE)
     assert {r.run_label for r in factory.made} == {pool.run_label}
     assert episode_runtime.closes == grading_runtime.closes == 1
     metrics = pool.metrics()
