@@ -2,7 +2,8 @@
 check that nothing was lost.
 
   python bench/soak_interrupts.py --moments=30 --root=/tmp/soak      # BENCHMARKS.md's soak
-  python bench/soak_interrupts.py --moments=5 --markers --root=...   # the five marker moments (not in CI: ~15 min)
+  python bench/soak_interrupts.py --moments=5 --markers --root=...   # the five marker moments
+                                                                      # (in CI: tests/bench/test_soak_interrupts.py)
 
 The job is run.sh's three stages (expert data + SFT, GRPO++, held-out evaluation) of
 configs/learn_tiny.py, shrunk by `SMALL` so all three run in a few minutes. Each moment runs the
@@ -70,9 +71,19 @@ MARKERS = (
     ("sft", r"sft step \d+/"),
     ("rl", r"rollouts v\d+:.*\| [1-4]/4 \["),
     ("rl", r"rollouts v\d+:.*\| 4/4 \["),  # episodes done: the train step follows
-    ("eval", r"eval .*\| [12]/2 \["),
+    ("eval", r"eval .*\| [01]/2 \["),  # an episode still to run (after 2/2 the stage may end first)
 )
 NOISE = re.compile(r"^I\d{4} \d\d:\d\d:\d\d|\d+%\||^\s*$")  # absl INFO lines, progress bars
+# A shell without job control starts background commands (`.ci/run &`) with SIGINT ignored, and
+# children inherit that: a stage, which stands for a terminal's foreground job, is started through
+# this, which gives SIGINT its default action again and execs the command (no preexec_fn: the
+# reader threads make fork + Python code unsafe).
+FOREGROUND = (
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])",
+)
 INTERRUPTED = re.compile(r"^interrupted \(SIGINT\): stopped cleanly")
 
 
@@ -118,7 +129,7 @@ class StageProcess:
 
         env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
         self.process = subprocess.Popen(
-            stage_command(stage, root),
+            [*FOREGROUND, *stage_command(stage, root)],
             cwd=REPO_ROOT,
             env=env,
             stdout=subprocess.DEVNULL,
