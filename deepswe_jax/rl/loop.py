@@ -352,25 +352,28 @@ def train(
                 )
             step = iteration + 1
             scheduler.publish(step, published_weights(state.params, sampler))
-            with timed(timings, "time/checkpoint_s"), deferred_interrupts():
-                saving = run_dir.save(
-                    step,
-                    state,
-                    run.rng_key,
-                    {"tasks_consumed": position},
-                    force=step == settings.total_steps,
-                )
-            metrics = {
-                **rollout_metrics(trajectories),
-                **update_metrics,
-                **timings,
-                "time/sync_s": rollouts.sync_s,
-                "time/rollout_s": rollouts.rollout_s,
-                "time/iteration_s": time.perf_counter() - started,
-                "rollout/policy_lag": float(iteration - rollouts.policy_version),
-            }
-            metrics.update(env_pool.metrics())
-            run_dir.write_metrics(step, metrics)
+            # One block for the signals: a step that is saved has its metrics row (a Ctrl-C
+            # here let the save finish, and the rerun resumes after this step).
+            with deferred_interrupts():
+                with timed(timings, "time/checkpoint_s"):
+                    saving = run_dir.save(
+                        step,
+                        state,
+                        run.rng_key,
+                        {"tasks_consumed": position},
+                        force=step == settings.total_steps,
+                    )
+                metrics = {
+                    **rollout_metrics(trajectories),
+                    **update_metrics,
+                    **timings,
+                    "time/sync_s": rollouts.sync_s,
+                    "time/rollout_s": rollouts.rollout_s,
+                    "time/iteration_s": time.perf_counter() - started,
+                    "rollout/policy_lag": float(iteration - rollouts.policy_version),
+                }
+                metrics.update(env_pool.metrics())
+                run_dir.write_metrics(step, metrics)
             drop = drops.observe(iteration_reward({"step": step, **metrics}))
             if primary:
                 log_progress(step, settings.total_steps, metrics, saving=saving)

@@ -192,7 +192,10 @@ def train_sft(
         run_dir.check_saved()  # the last save failed: stop before training on
         with deferred_interrupts():
             state, metrics = trainer.step(state, micro_batches)
+        # The row first, in one block with the save for the signals: a saved step has its
+        # metrics row (a Ctrl-C here lets both finish; a rerun resumes after this step).
         with deferred_interrupts():
+            run_dir.write_metrics(step + 1, {f"sft/{key}": v for key, v in metrics.items()})
             run_dir.save(
                 step + 1,
                 state,
@@ -200,7 +203,6 @@ def train_sft(
                 {"tasks_consumed": (step + 1) * settings.batch_size},
                 force=step + 1 == settings.num_steps,
             )
-        run_dir.write_metrics(step + 1, {f"sft/{key}": value for key, value in metrics.items()})
         logger.info(
             "sft step %d/%d: loss %.4f, perplexity %.2f, %.1f s",
             step + 1,
