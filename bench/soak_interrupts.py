@@ -21,7 +21,10 @@ three times) into the stage running at that moment:
 A moment that comes after the job has finished starts a new job in a fresh folder (the
 finished one is checked at the end like the last). After each interruption: exit status 130, one line of output (progress lines aside), no
 container of that process left, no `*.orbax-checkpoint-tmp*` folder, no `.partial` or `.tmp`
-file. Then the job runs to the end and must have one metrics row per step in each stage, an
+file. A signal that comes while Python itself starts (site-packages and their .pth files, before the
+script's first line) gets Python's own KeyboardInterrupt traceback, which no script can prevent;
+nothing of the run exists yet, so it is listed apart (`in_python_startup`), not as a problem, as
+long as nothing is left behind. Then the job runs to the end and must have one metrics row per step in each stage, an
 evaluation summary, and the final parameters of an uninterrupted run (--reference, run first
 in <root>/reference unless given, or --no_reference): SFT's exactly; GRPO++'s differ (the JaxSampler draws one key
 per decode step of its continuous batch, and which episodes share a step depends on when their
@@ -80,6 +83,7 @@ NOISE = re.compile(r"^I\d{4} \d\d:\d\d:\d\d|\d+%\||^\s*$")  # absl INFO lines, p
 # reader threads make fork + Python code unsafe).
 FOREGROUND = (
     sys.executable,
+    "-S",  # no site-packages: the trampoline's own start-up is short and imports nothing
     "-c",
     "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
     "os.execv(sys.argv[1], sys.argv[1:])",
@@ -191,6 +195,20 @@ class Moment:
     signals: int = 1
 
 
+def in_python_startup(lines: list[str]) -> bool:
+    """Whether the signal came while Python itself started (site-packages, .pth files), before
+    the script's first line: Python prints its own KeyboardInterrupt traceback then, through no
+    file of this repository (./run.sh's .venv inside it aside), and nothing of the run exists
+    yet to lose."""
+    frames = [line for line in lines if line.lstrip().startswith("File ")]
+    return (
+        bool(lines)
+        and lines[-1].strip() == "KeyboardInterrupt"
+        and bool(frames)
+        and not any(str(REPO_ROOT) in f and "site-packages" not in f for f in frames)
+    )
+
+
 def containers_of(owner: str) -> list[str]:
     import docker
 
@@ -224,13 +242,17 @@ def run_job(root: Path, moment: Moment | None = None) -> dict:
                 process.interrupt(moment.signals)
                 code, lines = process.finish()
                 problems = []
-                if code != 130 or len(lines) != 1 or not INTERRUPTED.match(lines[0]):
+                before_script = in_python_startup(lines)
+                if not before_script and (
+                    code != 130 or len(lines) != 1 or not INTERRUPTED.match(lines[0])
+                ):
                     problems.append(f"exit status {code}, output {lines[-20:]}")
                 if containers_of(process.owner):
                     problems.append(f"containers left: {containers_of(process.owner)}")
                 if leftovers(root):
                     problems.append(f"left behind: {leftovers(root)}")
-                return {"stage": stage, "at_s": round(at, 1), "problems": problems}
+                result = {"stage": stage, "at_s": round(at, 1), "problems": problems}
+                return {**result, "in_python_startup": True} if before_script else result
             moment = None  # the stage ended before the moment: the job goes on uninterrupted
         code, lines = process.finish()
         if code != 0:
@@ -317,6 +339,7 @@ def soak(
     report["interrupted"] = sum(r["stage"] is not None for r in results)
     report["by_stage"] = {s: sum(r["stage"] == s for r in results) for s in STAGES}
     report["problems"] = [r for r in results if r.get("problems")]
+    report["in_python_startup"] = [r for r in results if r.get("in_python_startup")]
     if reference is not False:
         report["reference"] = job_outcome(reference)
     (root / "soak.json").write_text(json.dumps(report, indent=2))
