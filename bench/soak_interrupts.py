@@ -18,8 +18,9 @@ three times) into the stage running at that moment:
                    evaluation's episodes, so the moments are the same on every machine; none
                    while containers start (EnvPool's race, BENCHMARKS.md "Ctrl-C soak")
 
-A moment that comes after the job has finished starts a new job in a fresh folder (the
-finished one is checked at the end like the last). After each interruption: exit status 130, one line of output (progress lines aside), no
+A moment that comes after its stage has ended (a resumed stage is short) lets the job finish,
+and is tried once more in a new job in a fresh folder, whose stages run whole (each finished job
+is checked at the end like the last). After each interruption: exit status 130, one line of output (progress lines aside), no
 container of that process left, no `*.orbax-checkpoint-tmp*` folder, no `.partial` or `.tmp`
 file. A signal that comes while Python itself starts (site-packages and their .pth files, before the
 script's first line) gets Python's own KeyboardInterrupt traceback, which no script can prevent;
@@ -327,12 +328,16 @@ def soak(
     results = []
     started = time.monotonic()
     for moment in moments(count, markers=markers, seed=seed, timings=timings):
-        result = run_job(jobs[-1], moment)
-        result.update(signals=moment.signals, moment=moment.pattern or round(moment.delay, 1))
-        results.append(result)
-        print(json.dumps(result), flush=True)
-        if result["stage"] is None:  # the job finished before the moment: the next starts anew
-            jobs.append(root / f"job_{len(jobs)}")
+        # A moment that comes after its stage ended (a resumed stage is short) lets the job
+        # finish; it is tried once more in a new job, whose stages run whole.
+        for _ in range(2):
+            result = run_job(jobs[-1], moment)
+            result.update(signals=moment.signals, moment=moment.pattern or round(moment.delay, 1))
+            results.append(result)
+            print(json.dumps(result), flush=True)
+            if result["stage"] is not None:
+                break
+            jobs.append(root / f"job_{len(jobs)}")  # the job finished: the next starts anew
     report["final_timings_s"] = run_job(jobs[-1])["timings_s"]
     report["soak_s"] = round(time.monotonic() - started, 1)
     report["jobs"] = {job.name: job_outcome(job) for job in jobs if job.exists()}

@@ -37,6 +37,7 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
 SLOWEST_FIRST = (
     "tests/launch/test_learning.py",
     "tests/launch/test_train_sft.py",
+    "tests/bench/test_soak_interrupts.py",
     "tests/launch/test_mini_swe_agent.py",
     "tests/launch/test_sweep.py",
     "tests/sampling/test_vllm_sampler.py",
