@@ -38,20 +38,20 @@ apt_install() {
 # 2-core machine, about 2 at once. Each background part writes a log, shown if it fails.
 SETUP_LOGS=$(mktemp -d /tmp/deepswe-setup.XXXXXX)
 BACKGROUND=()
-in_background() {  # in_background NAME COMMAND...: COMMAND in the background, output to a log
-  echo "== $1 (in the background; log: $SETUP_LOGS/$1.log)"
-  ("${@:2}") >"$SETUP_LOGS/$1.log" 2>&1 &
-  BACKGROUND+=("$1:$!")
+in_background() {  # in_background LOG TITLE COMMAND...: COMMAND in the background, output to LOG
+  echo "== $2 (in the background; log: $SETUP_LOGS/$1.log)"
+  ("${@:3}") >"$SETUP_LOGS/$1.log" 2>&1 &
+  BACKGROUND+=("$!:$1:$2")
 }
 wait_for_background() {  # waits for every in_background part; exits 1 if one failed
-  local part name failed=0
+  local part pid log title failed=0
   for part in ${BACKGROUND[@]+"${BACKGROUND[@]}"}; do
-    name=${part%%:*}
-    if wait "${part##*:}"; then
-      echo "== $name: ready"
+    IFS=: read -r pid log title <<<"$part"
+    if wait "$pid"; then
+      echo "== $title: ready"
     else
-      echo "== $name FAILED; the end of $SETUP_LOGS/$name.log:" >&2
-      tail -n 40 "$SETUP_LOGS/$name.log" >&2
+      echo "== $title FAILED; the end of $SETUP_LOGS/$log.log:" >&2
+      tail -n 40 "$SETUP_LOGS/$log.log" >&2
       failed=1
     fi
   done
@@ -77,7 +77,7 @@ docker_engine() {
   [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 }
 if [ "$(id -u)" = 0 ]; then
-  in_background "docker engine" docker_engine
+  in_background docker "docker engine" docker_engine
 else
   echo "== docker engine"
   docker_engine  # sudo may ask for a password: not in the background
@@ -96,9 +96,9 @@ side_venv() {
 }
 if [ "$COMMAND" = test ]; then
   # verl pins transformers<5.11 (tests/rl/test_verl_crosscheck.py)
-  in_background "verl 0.9.1 (.venv-verl)" side_venv .venv-verl .ci/install_verl.sh
+  in_background verl "verl 0.9.1 (.venv-verl)" side_venv .venv-verl .ci/install_verl.sh
   # litellm needs python-dateutil<3 (tests/launch/test_mini_swe_agent.py)
-  in_background "mini-swe-agent 2.4.6 (.venv-mini)" side_venv .venv-mini .ci/install_mini_swe_agent.sh
+  in_background mini-swe-agent "mini-swe-agent 2.4.6 (.venv-mini)" side_venv .venv-mini .ci/install_mini_swe_agent.sh
 fi
 
 # ==== set-up: Python environment ===============================================================
