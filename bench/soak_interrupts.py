@@ -22,10 +22,11 @@ A moment that comes after its stage has ended (a resumed stage is short) lets th
 and is tried once more in a new job in a fresh folder, whose stages run whole (each finished job
 is checked at the end like the last). After each interruption: exit status 130, one line of output (progress lines aside), no
 container of that process left, no `*.orbax-checkpoint-tmp*` folder, no `.partial` or `.tmp`
-file. A signal that comes while Python itself starts (site-packages and their .pth files, before the
-script's first line) gets Python's own KeyboardInterrupt traceback, which no script can prevent;
-nothing of the run exists yet, so it is listed apart (`in_python_startup`), not as a problem, as
-long as nothing is left behind. Then the job runs to the end and must have one metrics row per step in each stage, an
+file. A signal that comes while Python itself starts, before the script's first line, kills the
+process silently (before the interpreter's handler exists) or gets Python's own KeyboardInterrupt
+traceback (while it loads site-packages), which no script can prevent; nothing of the run exists
+yet, so it is listed apart (`in_python_startup`), not as a problem, as long as nothing is left
+behind. Then the job runs to the end and must have one metrics row per step in each stage, an
 evaluation summary, and the final parameters of an uninterrupted run (--reference, run first
 in <root>/reference unless given, or --no_reference): SFT's exactly; GRPO++'s differ (the JaxSampler draws one key
 per decode step of its continuous batch, and which episodes share a step depends on when their
@@ -196,11 +197,15 @@ class Moment:
     signals: int = 1
 
 
-def in_python_startup(lines: list[str]) -> bool:
-    """Whether the signal came while Python itself started (site-packages, .pth files), before
-    the script's first line: Python prints its own KeyboardInterrupt traceback then, through no
-    file of this repository (./run.sh's .venv inside it aside), and nothing of the run exists
-    yet to lose."""
+def in_python_startup(code: int, lines: list[str]) -> bool:
+    """Whether the signal came while Python itself started, before the script's first line:
+    - killed by SIGINT's default action (status -2, as a shell's 130) with no output: before
+      the interpreter installed its handler (or in the trampoline, `FOREGROUND`);
+    - Python's own KeyboardInterrupt traceback through no file of this repository (./run.sh's
+      .venv inside it aside): while it loaded site-packages and their .pth files.
+    No script can act then, and nothing of the run exists yet to lose."""
+    if code == -signal.SIGINT and not lines:
+        return True
     frames = [line for line in lines if line.lstrip().startswith("File ")]
     return (
         bool(lines)
@@ -243,7 +248,7 @@ def run_job(root: Path, moment: Moment | None = None) -> dict:
                 process.interrupt(moment.signals)
                 code, lines = process.finish()
                 problems = []
-                before_script = in_python_startup(lines)
+                before_script = in_python_startup(code, lines)
                 if not before_script and (
                     code != 130 or len(lines) != 1 or not INTERRUPTED.match(lines[0])
                 ):

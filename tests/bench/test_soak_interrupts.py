@@ -33,7 +33,7 @@ def test_the_main_job_interrupted_at_five_moments_resumes_and_loses_nothing(tmp_
 
 def test_only_a_traceback_through_pythons_own_start_up_counts_as_before_the_script():
     """The one exception the soak allows (30 random moments, BENCHMARKS.md): a signal while
-    Python loads site-packages, before the script runs (recorded in the first 30-moment run)."""
+    Python itself starts, before the script runs (recorded in the 30-moment runs)."""
     startup = [
         "Traceback (most recent call last):",
         '  File "<frozen site>", line 186, in addpackage',
@@ -43,12 +43,16 @@ def test_only_a_traceback_through_pythons_own_start_up_counts_as_before_the_scri
         '  File "<frozen importlib._bootstrap>", line 1026, in __enter__',
         "KeyboardInterrupt",
     ]
-    assert soak_interrupts.in_python_startup(startup)  # ./run.sh's .venv is in the repository
-    assert soak_interrupts.in_python_startup([*startup[:3], startup[4], startup[5]])
+    assert soak_interrupts.in_python_startup(1, startup)  # ./run.sh's .venv is in the repository
+    assert soak_interrupts.in_python_startup(1, [*startup[:3], startup[4], startup[5]])
     in_the_script = [
         *startup[:2],
         f'  File "{soak_interrupts.REPO_ROOT}/launch/train.py"',
         *startup[4:],
     ]
-    assert not soak_interrupts.in_python_startup(in_the_script)
-    assert not soak_interrupts.in_python_startup(["interrupted (SIGINT): stopped cleanly"])
+    assert not soak_interrupts.in_python_startup(1, in_the_script)
+    assert not soak_interrupts.in_python_startup(130, ["interrupted (SIGINT): stopped cleanly"])
+    # Killed by the signal before the interpreter's handler existed (the second 30-moment run).
+    assert soak_interrupts.in_python_startup(-2, [])
+    assert not soak_interrupts.in_python_startup(-2, ["interrupted (SIGINT): stopped cleanly"])
+    assert not soak_interrupts.in_python_startup(0, [])
