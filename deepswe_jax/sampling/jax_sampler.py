@@ -9,8 +9,10 @@ never change, so the decode step compiles once. A background thread runs the loo
      or gets a device copy of that prefix, and computes only the rest (an "extend" that attends
      to the cached slots; prefix_cache.py chooses slots, evicting least recently used ones).
      Prompts with nothing cached run through the model's prefill (a forward that reads no
-     cache). Either way prompts are grouped by padded length (powers of two, at least
-     `min_prefill_len`), counts padded to powers of two;
+     cache), grouped by padded length (powers of two, at least `min_prefill_len`), counts
+     padded to powers of two. Extends run their rows one by one in a device loop, at most
+     EXTEND_CHUNK tokens per row per call, padded to powers of two: a few programs serve every
+     number of prompts and every suffix length, so an episode's later turns compile nothing;
   2. DECODE_STEPS decode steps for every slot in one device call (rows without a request, or
      whose request ended within the call, are masked: their cache length stays);
   3. slots whose request hit a stop token or its token budget leave; their callers' futures are
@@ -49,7 +51,7 @@ from typing import Any
 import jax
 import numpy as np
 from flax import nnx
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh
 
 from deepswe_jax.model.kv_cache import KEYS_LOGICAL_AXES, VALUES_LOGICAL_AXES, KVCache
 from deepswe_jax.model.qwen3 import Qwen3ForCausalLM
@@ -62,17 +64,14 @@ from deepswe_jax.parallel import (
 )
 from deepswe_jax.parallel.sharding import Rules
 from deepswe_jax.sampling.base import Completion, GenerateRequest, check_prompt
-from deepswe_jax.sampling.decoding import (
-    DECODE_STEPS,
-    MAX_STOP_IDS,
-    copy_prefixes,
-    decode_step,
-    extend_step,
-    prefill_step,
-)
+from deepswe_jax.sampling.decoding import DECODE_STEPS, MAX_STOP_IDS, SamplerPrograms
 from deepswe_jax.sampling.memory import refuse_what_cannot_fit
 from deepswe_jax.sampling.prefix_cache import Placement, PrefillCounts, RowPrefixCache
 from deepswe_jax.sampling.sequences import InFlight, bucket, deliver, powers_of_two_up_to
+
+# Longest suffix an extend computes per row in one call (longer ones take several): bounds the
+# extend programs to the powers of two from `min_prefill_len` up to it.
+EXTEND_CHUNK = 512
 
 
 class JaxSampler:
@@ -131,6 +130,9 @@ class JaxSampler:
         self._mesh = mesh or make_mesh(1, 1, 1, devices=jax.devices()[:1])
         self._rules = tuple(rules)
         self._length_buckets = powers_of_two_up_to(max_cache_len, min_prefill_len)
+        self._extend_buckets = powers_of_two_up_to(
+            min(EXTEND_CHUNK, max_cache_len), min_prefill_len
+        )
         self._count_buckets = powers_of_two_up_to(max_batch)
 
         refuse_what_cannot_fit(model, max_batch, max_cache_len, self._mesh, self._rules, free_bytes)
@@ -151,26 +153,7 @@ class JaxSampler:
             functools.partial(model.init_cache, max_batch, max_cache_len),
             out_shardings=cache_shardings,
         )()
-        replicated = NamedSharding(self._mesh, PartitionSpec())
-        step_out = (cache_shardings, replicated, replicated)
-        self._prefill = jax.jit(
-            functools.partial(prefill_step, graphdef),
-            donate_argnums=(1,),
-            out_shardings=step_out,
-        )
-        self._decode = jax.jit(
-            functools.partial(decode_step, graphdef),
-            donate_argnums=(1,),
-            out_shardings=step_out,
-        )
-        self._extend = jax.jit(
-            functools.partial(extend_step, graphdef),
-            donate_argnums=(1,),
-            out_shardings=step_out,
-        )
-        self._copy = jax.jit(
-            copy_prefixes, static_argnums=(3,), donate_argnums=(0,), out_shardings=cache_shardings
-        )
+        self._programs = SamplerPrograms.build(graphdef, cache_shardings, self._mesh)
         self._prefixes = RowPrefixCache(max_batch, max_cache_len, enabled=prefix_caching)
         self._counts = PrefillCounts()
         self._base_key = jax.random.key(seed)
@@ -193,10 +176,9 @@ class JaxSampler:
 
     @property
     def compilation_count(self) -> int:
-        """Number of compiled programs (prefill, extend and copy shape buckets + the one decode
-        step)."""
-        jitted = (self._prefill, self._decode, self._extend, self._copy)
-        return sum(f._cache_size() for f in jitted)
+        """Number of compiled programs (decoding.SamplerPrograms: prefill, extend and copy shape
+        buckets, the sampling step and the one decode step)."""
+        return self._programs.compilation_count
 
     @property
     def prefill_counts(self) -> PrefillCounts:
@@ -327,63 +309,104 @@ class JaxSampler:
             placed = [(p, s) for p, s in zip(placements, admitted, strict=False) if p.wave == wave]
             copies = [p for p, _ in placed if p.source != p.row]
             if copies:
-                count = bucket(len(copies), self._count_buckets)
-                sources = np.zeros(count, np.int32)
-                targets = np.full(count, self.max_batch, np.int32)  # out of range: skipped
+                sources = np.zeros(self.max_batch, np.int32)
+                targets = np.zeros(self.max_batch, np.int32)
                 sources[: len(copies)] = [p.source for p in copies]
                 targets[: len(copies)] = [p.row for p in copies]
                 length = bucket(max(p.reused for p in copies), self._length_buckets)
-                self._cache = self._copy(self._cache, sources, targets, length)
+                self._cache = self._programs.copy(
+                    self._cache, sources, targets, np.int32(len(copies)), length
+                )
             groups: dict[tuple[bool, int], list[tuple[Placement, InFlight]]] = {}
             for placement, sequence in placed:
                 computed = len(sequence.prompt_ids) - placement.reused
                 self._counts.add(len(sequence.prompt_ids), computed)
-                key = (placement.reused > 0, bucket(computed, self._length_buckets))
+                self._start(placement.row, sequence)
+                if placement.reused:
+                    key = (True, bucket(min(computed, EXTEND_CHUNK), self._extend_buckets))
+                else:
+                    key = (False, bucket(computed, self._length_buckets))
                 groups.setdefault(key, []).append((placement, sequence))
             for (extends, length), group in sorted(groups.items()):
-                self._compute_prompts(group, extends, length)
+                (self._extend_prompts if extends else self._prefill_prompts)(group, length)
         return admitted[len(placements) :]
 
-    def _compute_prompts(
-        self, group: list[tuple[Placement, InFlight]], extends: bool, length: int
-    ) -> None:
-        """Runs the uncached part of each prompt (at most `length` tokens) into its row and
-        records its first new token: a prefill from slot 0, or an extend after cached slots."""
-        count = bucket(len(group), self._count_buckets)
-        suffix_ids = np.zeros((count, length), np.int32)
-        suffix_lengths = np.ones(count, np.int32)
-        starts = np.zeros(count, np.int32)
-        rows = np.full(count, self.max_batch, np.int32)  # out of range: dropped
-        temperature = np.ones(count, np.float32)
-        top_p = np.ones(count, np.float32)
+    def _start(self, row: int, sequence: InFlight) -> None:
+        """Gives `row` to `sequence`: its sampling parameters and stop tokens."""
+        p = sequence.params
+        self._temperature[row], self._top_p[row], self._top_k[row] = p.temperature, p.top_p, p.top_k
+        self._stop_ids[row] = -1
+        self._stop_ids[row, : len(p.stop_token_ids)] = p.stop_token_ids
+        self._slots[row] = sequence
+
+    def _sampling(self, rows: list[int], count: int) -> tuple[np.ndarray, ...]:
+        """temperature, top_p, top_k [count] of the requests in `rows`, then greedy padding."""
+        temperature, top_p = np.zeros(count, np.float32), np.ones(count, np.float32)
         top_k = np.zeros(count, np.int32)
+        temperature[: len(rows)] = self._temperature[rows]
+        top_p[: len(rows)] = self._top_p[rows]
+        top_k[: len(rows)] = self._top_k[rows]
+        return temperature, top_p, top_k
+
+    def _prefill_prompts(self, group: list[tuple[Placement, InFlight]], length: int) -> None:
+        """Runs whole prompts (at most `length` tokens) into their rows from slot 0 and records
+        each one's first new token."""
+        count = bucket(len(group), self._count_buckets)
+        prompt_ids = np.zeros((count, length), np.int32)
+        prompt_lengths = np.ones(count, np.int32)
+        rows = np.full(count, self.max_batch, np.int32)  # out of range: dropped
         for i, (placement, sequence) in enumerate(group):
-            row, suffix = placement.row, sequence.prompt_ids[placement.reused :]
-            suffix_ids[i, : len(suffix)] = suffix
-            suffix_lengths[i], starts[i], rows[i] = len(suffix), placement.reused, row
-            p = sequence.params
-            temperature[i], top_p[i], top_k[i] = p.temperature, p.top_p, p.top_k
-            self._temperature[row], self._top_p[row], self._top_k[row] = (
-                p.temperature,
-                p.top_p,
-                p.top_k,
-            )
-            self._stop_ids[row] = -1
-            self._stop_ids[row, : len(p.stop_token_ids)] = p.stop_token_ids
-            self._slots[row] = sequence
-        sampling = (temperature, top_p, top_k, self._next_key())
-        if extends:
-            self._cache, tokens, logprobs = self._extend(
-                self._state, self._cache, suffix_ids, suffix_lengths, starts, rows, *sampling
-            )
-        else:
-            self._cache, tokens, logprobs = self._prefill(
-                self._state, self._cache, suffix_ids, suffix_lengths, rows, *sampling
-            )
-        real = len(group)
-        self._record(
-            [p.row for p, _ in group], np.asarray(tokens)[:real], np.asarray(logprobs)[:real]
+            prompt_ids[i, : len(sequence.prompt_ids)] = sequence.prompt_ids
+            prompt_lengths[i], rows[i] = len(sequence.prompt_ids), placement.row
+        real = [p.row for p, _ in group]
+        self._cache, tokens, logprobs = self._programs.prefill(
+            self._state,
+            self._cache,
+            prompt_ids,
+            prompt_lengths,
+            rows,
+            *self._sampling(real, count),
+            self._next_key(),
         )
+        self._record(real, np.asarray(tokens)[: len(group)], np.asarray(logprobs)[: len(group)])
+
+    def _extend_prompts(self, group: list[tuple[Placement, InFlight]], length: int) -> None:
+        """Runs the uncached part of each prompt after its row's cached slots, at most `length`
+        tokens per row per call (longer ones continue in the next), and records each prompt's
+        first new token once its last token has run."""
+        done = 0
+        while group:
+            suffix_ids = np.zeros((self.max_batch, length), np.int32)
+            suffix_lengths = np.ones(self.max_batch, np.int32)
+            starts = np.zeros(self.max_batch, np.int32)
+            rows = np.zeros(self.max_batch, np.int32)
+            for i, (placement, sequence) in enumerate(group):
+                start = placement.reused + done
+                part = sequence.prompt_ids[start : start + length]
+                suffix_ids[i, : len(part)] = part
+                suffix_lengths[i], starts[i], rows[i] = len(part), start, placement.row
+            self._cache, logits = self._programs.extend(
+                self._state,
+                self._cache,
+                suffix_ids,
+                suffix_lengths,
+                starts,
+                rows,
+                np.int32(len(group)),
+            )
+            ending = [
+                i for i, (p, s) in enumerate(group) if len(s.prompt_ids) <= p.reused + done + length
+            ]
+            if ending:
+                sampling = self._sampling([p.row for p, _ in group], self.max_batch)
+                tokens, logprobs = self._programs.sample(logits, self._next_key(), *sampling)
+                self._record(
+                    [group[i][0].row for i in ending],
+                    np.asarray(tokens)[ending],
+                    np.asarray(logprobs)[ending],
+                )
+            group = [entry for i, entry in enumerate(group) if i not in ending]
+            done += length
 
     def _decode_once(self) -> None:
         """DECODE_STEPS tokens for every occupied slot, recorded step by step until each row's
@@ -393,7 +416,7 @@ class JaxSampler:
         remaining = np.array(
             [0 if s is None else s.budget - len(s.token_ids) for s in self._slots], np.int32
         )
-        self._cache, tokens, logprobs = self._decode(
+        self._cache, tokens, logprobs = self._programs.decode(
             self._state,
             self._cache,
             self._next_tokens,
