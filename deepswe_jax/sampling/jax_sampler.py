@@ -21,8 +21,8 @@ never change, so the decode step compiles once. A background thread runs the loo
 Any number of asyncio callers (on any loops) may call `generate` at once; they are batched
 together. Weights are arguments of the jitted steps, never closed-over constants, so
 `sync_weights` swaps them without recompiling (and forgets every cached prefix). The jitted
-steps themselves (token sampling, prefill, extend, prefix copy, decode) are in decoding.py; this
-module schedules them. `prefill_counts` says how many prompt tokens were computed and reused.
+steps themselves (token sampling, prefill, extend, prefix copy, decode) are in decoding.py, the
+host record of each row in slots.py; this module schedules them. `prefill_counts` says how many prompt tokens were computed and reused.
 
 Logprobs: each generated token's logprob is log_softmax(logits / temperature) at that token —
 the temperature-scaled policy before top-p / top-k truncation (temperature 0, i.e. greedy, uses
@@ -63,11 +63,18 @@ from deepswe_jax.parallel import (
     use_rules,
 )
 from deepswe_jax.parallel.sharding import Rules
-from deepswe_jax.sampling.base import Completion, GenerateRequest, check_prompt
-from deepswe_jax.sampling.decoding import DECODE_STEPS, MAX_STOP_IDS, SamplerPrograms
+from deepswe_jax.sampling.base import Completion, GenerateRequest
+from deepswe_jax.sampling.decoding import DECODE_STEPS, SamplerPrograms
 from deepswe_jax.sampling.memory import refuse_what_cannot_fit
 from deepswe_jax.sampling.prefix_cache import Placement, PrefillCounts, RowPrefixCache
-from deepswe_jax.sampling.sequences import InFlight, bucket, deliver, powers_of_two_up_to
+from deepswe_jax.sampling.sequences import (
+    InFlight,
+    bucket,
+    deliver,
+    pack_prompts,
+    powers_of_two_up_to,
+)
+from deepswe_jax.sampling.slots import Slots
 
 # Longest suffix an extend computes per row in one call (longer ones take several): bounds the
 # extend programs to the powers of two from `min_prefill_len` up to it.
@@ -158,14 +165,7 @@ class JaxSampler:
         self._counts = PrefillCounts()
         self._base_key = jax.random.key(seed)
         self._steps = 0
-
-        # Host copies of per-slot state; the device cache is the authority on lengths.
-        self._slots: list[InFlight | None] = [None] * max_batch
-        self._next_tokens = np.zeros(max_batch, np.int32)
-        self._temperature = np.ones(max_batch, np.float32)
-        self._top_p = np.ones(max_batch, np.float32)
-        self._top_k = np.zeros(max_batch, np.int32)
-        self._stop_ids = np.full((max_batch, MAX_STOP_IDS), -1, np.int32)
+        self._slots = Slots(max_batch, self._prefixes)
 
         self._queue: deque[InFlight] = deque()
         self._queue_changed = threading.Condition()
@@ -188,7 +188,9 @@ class JaxSampler:
     async def generate(self, requests: Sequence[GenerateRequest]) -> list[Completion]:
         """Completions for `requests`, in order; batched with every other concurrent caller."""
         loop = asyncio.get_running_loop()
-        sequences = [self._admit_check(request, loop) for request in requests]
+        sequences = [
+            InFlight.of(request, loop, self.vocab_size, self.max_cache_len) for request in requests
+        ]
         pending = [s for s in sequences if s.budget > 0]
         with self._queue_changed:
             if self._closed:
@@ -199,27 +201,6 @@ class JaxSampler:
             if sequence.budget == 0:
                 sequence.future.set_result(Completion((), (), "length"))
         return list(await asyncio.gather(*(s.future for s in sequences)))
-
-    def _admit_check(self, request: GenerateRequest, loop: asyncio.AbstractEventLoop) -> InFlight:
-        check_prompt(
-            request.prompt_ids,
-            vocab_size=self.vocab_size,
-            max_len=self.max_cache_len,
-            max_len_name="max_cache_len",
-            remedy="build the sampler with a larger max_cache_len",
-        )
-        prompt_len = len(request.prompt_ids)
-        params = request.params
-        if len(params.stop_token_ids) > MAX_STOP_IDS:
-            raise ValueError(
-                f"{len(params.stop_token_ids)} stop tokens; JaxSampler takes at most {MAX_STOP_IDS}"
-            )
-        if params.max_new_tokens < 0 or not 0.0 < params.top_p <= 1.0 or params.top_k < 0:
-            raise ValueError(
-                f"invalid {params}: need max_new_tokens >= 0, 0 < top_p <= 1, top_k >= 0"
-            )
-        budget = min(params.max_new_tokens, self.max_cache_len - prompt_len)
-        return InFlight(request.prompt_ids, params, budget, loop, loop.create_future())
 
     def sync_weights(self, params: Any) -> None:
         """Samples from `params` (a `Qwen3ForCausalLM` or its `nnx.State`) from the next step on.
@@ -264,19 +245,19 @@ class JaxSampler:
             self._queue_changed.notify()
         self._thread.join()
         error = RuntimeError("JaxSampler closed before the request finished")
-        for sequence in [*self._queue, *(s for s in self._slots if s is not None)]:
+        for sequence in self._queue:
             deliver(sequence, error)
         self._queue.clear()
-        self._slots = [None] * self.max_batch
+        self._slots.fail(error)
 
     def _run(self) -> None:
         while True:
             with self._queue_changed:
-                while not self._closed and not self._queue and not any(self._slots):
+                while not self._closed and not self._queue and not self._slots.occupied():
                     self._queue_changed.wait()
                 if self._closed:
                     return
-                free = [row for row, s in enumerate(self._slots) if s is None]
+                free = self._slots.free()
                 admitted = [self._queue.popleft() for _ in range(min(len(free), len(self._queue)))]
             try:
                 with self._weights_lock, jax.set_mesh(self._mesh), use_rules(self._rules):
@@ -284,15 +265,11 @@ class JaxSampler:
                         waiting = self._admit(free, admitted)
                         with self._queue_changed:
                             self._queue.extendleft(reversed(waiting))
-                    if any(self._slots):
+                    if self._slots.occupied():
                         self._decode_once()
             except Exception as error:  # fail the affected callers, keep serving
                 self._prefixes.invalidate()
-                for row, sequence in enumerate(self._slots):
-                    if sequence is not None:
-                        deliver(sequence, error)
-                        self._slots[row] = None
-                        self._prefixes.release(row)
+                self._slots.fail(error)
                 for sequence in admitted:
                     deliver(sequence, error)
 
@@ -309,8 +286,7 @@ class JaxSampler:
             placed = [(p, s) for p, s in zip(placements, admitted, strict=False) if p.wave == wave]
             copies = [p for p, _ in placed if p.source != p.row]
             if copies:
-                sources = np.zeros(self.max_batch, np.int32)
-                targets = np.zeros(self.max_batch, np.int32)
+                sources, targets = np.zeros((2, self.max_batch), np.int32)
                 sources[: len(copies)] = [p.source for p in copies]
                 targets[: len(copies)] = [p.row for p in copies]
                 length = bucket(max(p.reused for p in copies), self._length_buckets)
@@ -321,7 +297,7 @@ class JaxSampler:
             for placement, sequence in placed:
                 computed = len(sequence.prompt_ids) - placement.reused
                 self._counts.add(len(sequence.prompt_ids), computed)
-                self._start(placement.row, sequence)
+                self._slots.start(placement.row, sequence)
                 if placement.reused:
                     key = (True, bucket(min(computed, EXTEND_CHUNK), self._extend_buckets))
                 else:
@@ -331,44 +307,30 @@ class JaxSampler:
                 (self._extend_prompts if extends else self._prefill_prompts)(group, length)
         return admitted[len(placements) :]
 
-    def _start(self, row: int, sequence: InFlight) -> None:
-        """Gives `row` to `sequence`: its sampling parameters and stop tokens."""
-        p = sequence.params
-        self._temperature[row], self._top_p[row], self._top_k[row] = p.temperature, p.top_p, p.top_k
-        self._stop_ids[row] = -1
-        self._stop_ids[row, : len(p.stop_token_ids)] = p.stop_token_ids
-        self._slots[row] = sequence
-
-    def _sampling(self, rows: list[int], count: int) -> tuple[np.ndarray, ...]:
-        """temperature, top_p, top_k [count] of the requests in `rows`, then greedy padding."""
-        temperature, top_p = np.zeros(count, np.float32), np.ones(count, np.float32)
-        top_k = np.zeros(count, np.int32)
-        temperature[: len(rows)] = self._temperature[rows]
-        top_p[: len(rows)] = self._top_p[rows]
-        top_k[: len(rows)] = self._top_k[rows]
-        return temperature, top_p, top_k
-
     def _prefill_prompts(self, group: list[tuple[Placement, InFlight]], length: int) -> None:
         """Runs whole prompts (at most `length` tokens) into their rows from slot 0 and records
         each one's first new token."""
         count = bucket(len(group), self._count_buckets)
-        prompt_ids = np.zeros((count, length), np.int32)
-        prompt_lengths = np.ones(count, np.int32)
-        rows = np.full(count, self.max_batch, np.int32)  # out of range: dropped
-        for i, (placement, sequence) in enumerate(group):
-            prompt_ids[i, : len(sequence.prompt_ids)] = sequence.prompt_ids
-            prompt_lengths[i], rows[i] = len(sequence.prompt_ids), placement.row
         real = [p.row for p, _ in group]
+        prompt_ids, prompt_lengths, _, rows = pack_prompts(
+            [s.prompt_ids for _, s in group],
+            [0] * len(group),
+            real,
+            (count, length),
+            self.max_batch,
+        )  # out-of-range rows: dropped
         self._cache, tokens, logprobs = self._programs.prefill(
             self._state,
             self._cache,
             prompt_ids,
             prompt_lengths,
             rows,
-            *self._sampling(real, count),
+            *self._slots.sampling(real, count),
             self._next_key(),
         )
-        self._record(real, np.asarray(tokens)[: len(group)], np.asarray(logprobs)[: len(group)])
+        self._slots.record(
+            real, np.asarray(tokens)[: len(group)], np.asarray(logprobs)[: len(group)]
+        )
 
     def _extend_prompts(self, group: list[tuple[Placement, InFlight]], length: int) -> None:
         """Runs the uncached part of each prompt after its row's cached slots, at most `length`
@@ -376,15 +338,13 @@ class JaxSampler:
         first new token once its last token has run."""
         done = 0
         while group:
-            suffix_ids = np.zeros((self.max_batch, length), np.int32)
-            suffix_lengths = np.ones(self.max_batch, np.int32)
-            starts = np.zeros(self.max_batch, np.int32)
-            rows = np.zeros(self.max_batch, np.int32)
-            for i, (placement, sequence) in enumerate(group):
-                start = placement.reused + done
-                part = sequence.prompt_ids[start : start + length]
-                suffix_ids[i, : len(part)] = part
-                suffix_lengths[i], starts[i], rows[i] = len(part), start, placement.row
+            suffix_ids, suffix_lengths, starts, rows = pack_prompts(
+                [s.prompt_ids for _, s in group],
+                [p.reused + done for p, _ in group],
+                [p.row for p, _ in group],
+                (self.max_batch, length),
+                0,
+            )
             self._cache, logits = self._programs.extend(
                 self._state,
                 self._cache,
@@ -398,9 +358,9 @@ class JaxSampler:
                 i for i, (p, s) in enumerate(group) if len(s.prompt_ids) <= p.reused + done + length
             ]
             if ending:
-                sampling = self._sampling([p.row for p, _ in group], self.max_batch)
+                sampling = self._slots.sampling([p.row for p, _ in group], self.max_batch)
                 tokens, logprobs = self._programs.sample(logits, self._next_key(), *sampling)
-                self._record(
+                self._slots.record(
                     [group[i][0].row for i in ending],
                     np.asarray(tokens)[ending],
                     np.asarray(logprobs)[ending],
@@ -411,39 +371,24 @@ class JaxSampler:
     def _decode_once(self) -> None:
         """DECODE_STEPS tokens for every occupied slot, recorded step by step until each row's
         request ends (the device stopped feeding it at the same point)."""
-        rows = [row for row, s in enumerate(self._slots) if s is not None]
-        active = np.array([s is not None for s in self._slots])
-        remaining = np.array(
-            [0 if s is None else s.budget - len(s.token_ids) for s in self._slots], np.int32
-        )
+        rows = self._slots.occupied()
+        active = np.zeros(self.max_batch, bool)
+        active[rows] = True
         self._cache, tokens, logprobs = self._programs.decode(
             self._state,
             self._cache,
-            self._next_tokens,
+            self._slots.next_tokens,
             active,
-            remaining,
-            self._stop_ids,
-            self._temperature,
-            self._top_p,
-            self._top_k,
+            self._slots.remaining(),
+            self._slots.stop_ids,
+            self._slots.temperature,
+            self._slots.top_p,
+            self._slots.top_k,
             self._next_key(),
         )
         tokens, logprobs = np.asarray(tokens), np.asarray(logprobs)
         for step in range(DECODE_STEPS):
-            rows = [row for row in rows if self._slots[row] is not None]
+            rows = [row for row in rows if self._slots.requests[row] is not None]
             if not rows:
                 break
-            self._record(rows, tokens[step, rows], logprobs[step, rows])
-
-    def _record(self, rows: list[int], tokens: np.ndarray, logprobs: np.ndarray) -> None:
-        """Appends each row's new token; finished rows are delivered and freed."""
-        for row, token, logprob in zip(rows, tokens.tolist(), logprobs.tolist(), strict=True):
-            sequence = self._slots[row]
-            if sequence.token_ids:  # the step fed the previous token into the row
-                self._prefixes.fed(row, sequence.token_ids[-1])
-            self._next_tokens[row] = token
-            completion = sequence.append(token, logprob)
-            if completion is not None:
-                deliver(sequence, completion)
-                self._slots[row] = None
-                self._prefixes.release(row)
+            self._slots.record(rows, tokens[step, rows], logprobs[step, rows])
