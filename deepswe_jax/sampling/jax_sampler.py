@@ -22,7 +22,8 @@ Any number of asyncio callers (on any loops) may call `generate` at once; they a
 together. Weights are arguments of the jitted steps, never closed-over constants, so
 `sync_weights` swaps them without recompiling (and forgets every cached prefix). The jitted
 steps themselves (token sampling, prefill, extend, prefix copy, decode) are in decoding.py, the
-host record of each row in slots.py; this module schedules them. `prefill_counts` says how many prompt tokens were computed and reused.
+host record of each row in slots.py; this module schedules them. `prefill_counts` says how
+many prompt tokens were computed and reused.
 
 Logprobs: each generated token's logprob is log_softmax(logits / temperature) at that token —
 the temperature-scaled policy before top-p / top-k truncation (temperature 0, i.e. greedy, uses
