@@ -1,17 +1,20 @@
-"""The JAX sampler's device kernels: token sampling and the jitted prefill and decode steps.
+"""The JAX sampler's device kernels: token sampling and the prefill, extend, copy and decode steps.
 
-Pure functions of (graphdef, state, cache, ...): `JaxSampler` (jax_sampler.py) jits them once
-per shape and runs them from its scheduling thread. Weights are arguments, never closed-over
-constants, so swapping them does not recompile.
+Pure functions of (graphdef, state, cache, ...); `SamplerPrograms.build` jits them (once per
+shape) for `JaxSampler` (jax_sampler.py), which runs them from its scheduling thread. Weights
+are arguments, never closed-over constants, so swapping them does not recompile.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from deepswe_jax.model.kv_cache import KVCache
 
@@ -118,37 +121,55 @@ def extend_step(
     suffix_lengths: jax.Array,
     starts: jax.Array,
     rows: jax.Array,
-    temperature: jax.Array,
-    top_p: jax.Array,
-    top_k: jax.Array,
-    key: jax.Array,
-) -> tuple[KVCache, jax.Array, jax.Array]:
-    """Prompts whose first starts [n] tokens are already in cache rows [n] (out of range = skip):
-    runs only their remaining tokens, suffix_ids [n, t] (right-padded; true lengths [n], at
-    least 1), attending to those cached slots; writes them after the cached ones and samples
-    each prompt's first new token. Returns (cache, tokens [n], logprobs [n]).
+    count: jax.Array,
+) -> tuple[KVCache, jax.Array]:
+    """Prompts whose first starts [n] tokens are already in cache rows [n]: runs only their
+    remaining tokens, suffix_ids [n, t] (right-padded; true lengths [n], at least 1), attending
+    to those cached slots, and writes them after the cached ones. Only the first `count` (int
+    scalar) of the n entries are real.
+
+    The rows run one after another in a device loop of `count` iterations, so `count` is not a
+    shape (one program per t, whatever the number of prompts) and each row reads only its own
+    cached slots. Returns (cache, logits [n, v] float32 at each prompt's last token; zeros past
+    `count`).
     """
     model = nnx.merge(graphdef, state)
-    cache = dataclasses.replace(cache, lengths=cache.lengths.at[rows].set(starts, mode="drop"))
-    logits, cache = model.decode(
-        suffix_ids, cache, num_tokens=suffix_lengths, rows=rows, logits_at=suffix_lengths - 1
-    )
-    tokens, logprobs = sample_next_tokens(logits[:, 0], key, temperature, top_p, top_k)
-    return cache, tokens, logprobs
+
+    def extend_row(i, carry):
+        cache, logits = carry
+        row, length = rows[i][None], suffix_lengths[i][None]
+        cache = dataclasses.replace(cache, lengths=cache.lengths.at[row].set(starts[i]))
+        row_logits, cache = model.decode(
+            suffix_ids[i][None], cache, num_tokens=length, rows=row, logits_at=length - 1
+        )
+        return cache, logits.at[i].set(row_logits[0, 0])
+
+    logits = jnp.zeros((suffix_ids.shape[0], model.config.vocab_size), jnp.float32)
+    return jax.lax.fori_loop(0, count, extend_row, (cache, logits))
 
 
-def copy_prefixes(cache: KVCache, sources: jax.Array, targets: jax.Array, length: int) -> KVCache:
-    """Copies slots 0 .. length - 1 of cache rows sources [m] into rows targets [m] (out of range
-    = skip; no row both a source and a target). Lengths are left to the extend that follows."""
-    return dataclasses.replace(
-        cache,
-        keys=cache.keys.at[:, targets, :, :, :length].set(
-            cache.keys[:, sources, :, :, :length], mode="drop"
-        ),
-        values=cache.values.at[:, targets, :, :length].set(
-            cache.values[:, sources, :, :length], mode="drop"
-        ),
-    )
+def copy_prefixes(
+    cache: KVCache, sources: jax.Array, targets: jax.Array, count: jax.Array, length: int
+) -> KVCache:
+    """Copies slots 0 .. length - 1 of cache rows sources [m] into rows targets [m], for the
+    first `count` (int scalar) pairs, one after another (no row both a source and a target).
+    Lengths are left to the extend that follows."""
+
+    layers, _, kv_heads, head_dim, _ = cache.keys.shape
+
+    def copy_row(i, cache):
+        source, target = (0, sources[i], 0, 0, 0), (0, targets[i], 0, 0, 0)
+        keys = jax.lax.dynamic_slice(cache.keys, source, (layers, 1, kv_heads, head_dim, length))
+        values = jax.lax.dynamic_slice(
+            cache.values, source, (layers, 1, kv_heads, length, head_dim)
+        )
+        return dataclasses.replace(
+            cache,
+            keys=jax.lax.dynamic_update_slice(cache.keys, keys, target),
+            values=jax.lax.dynamic_update_slice(cache.values, values, target),
+        )
+
+    return jax.lax.fori_loop(0, count, copy_row, cache)
 
 
 def decode_step(
@@ -187,3 +208,51 @@ def decode_step(
     steps = jnp.arange(DECODE_STEPS, dtype=jnp.int32)
     (cache, _, _), (tokens, logprobs) = jax.lax.scan(step, (cache, tokens, active), steps)
     return cache, tokens, logprobs
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplerPrograms:
+    """The steps above, jitted with the cache donated and laid out by `cache_shardings`; every
+    other output is replicated. Shapes that compile a program of their own: prefill (prompt
+    count, length), extend (suffix length), copy (prefix length), sample and decode (one each).
+    """
+
+    prefill: Callable
+    extend: Callable
+    copy: Callable
+    sample: Callable
+    decode: Callable
+
+    @classmethod
+    def build(cls, graphdef: nnx.GraphDef, cache_shardings: KVCache, mesh: Mesh) -> SamplerPrograms:
+        replicated = NamedSharding(mesh, PartitionSpec())
+        step_out = (cache_shardings, replicated, replicated)
+        return cls(
+            prefill=jax.jit(
+                functools.partial(prefill_step, graphdef),
+                donate_argnums=(1,),
+                out_shardings=step_out,
+            ),
+            extend=jax.jit(
+                functools.partial(extend_step, graphdef),
+                donate_argnums=(1,),
+                out_shardings=(cache_shardings, replicated),
+            ),
+            copy=jax.jit(
+                copy_prefixes,
+                static_argnums=(4,),
+                donate_argnums=(0,),
+                out_shardings=cache_shardings,
+            ),
+            sample=jax.jit(sample_next_tokens, out_shardings=(replicated, replicated)),
+            decode=jax.jit(
+                functools.partial(decode_step, graphdef),
+                donate_argnums=(1,),
+                out_shardings=step_out,
+            ),
+        )
+
+    @property
+    def compilation_count(self) -> int:
+        """Programs compiled so far, over all steps and shapes."""
+        return sum(getattr(self, field.name)._cache_size() for field in dataclasses.fields(self))

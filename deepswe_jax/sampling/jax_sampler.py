@@ -9,8 +9,10 @@ never change, so the decode step compiles once. A background thread runs the loo
      or gets a device copy of that prefix, and computes only the rest (an "extend" that attends
      to the cached slots; prefix_cache.py chooses slots, evicting least recently used ones).
      Prompts with nothing cached run through the model's prefill (a forward that reads no
-     cache). Either way prompts are grouped by padded length (powers of two, at least
-     `min_prefill_len`), counts padded to powers of two;
+     cache), grouped by padded length (powers of two, at least `min_prefill_len`), counts
+     padded to powers of two. Extends run their rows one by one in a device loop, at most
+     EXTEND_CHUNK tokens per row per call, padded to powers of two: a few programs serve every
+     number of prompts and every suffix length, so an episode's later turns compile nothing;
   2. DECODE_STEPS decode steps for every slot in one device call (rows without a request, or
      whose request ended within the call, are masked: their cache length stays);
   3. slots whose request hit a stop token or its token budget leave; their callers' futures are
@@ -19,8 +21,9 @@ never change, so the decode step compiles once. A background thread runs the loo
 Any number of asyncio callers (on any loops) may call `generate` at once; they are batched
 together. Weights are arguments of the jitted steps, never closed-over constants, so
 `sync_weights` swaps them without recompiling (and forgets every cached prefix). The jitted
-steps themselves (token sampling, prefill, extend, prefix copy, decode) are in decoding.py; this
-module schedules them. `prefill_counts` says how many prompt tokens were computed and reused.
+steps themselves (token sampling, prefill, extend, prefix copy, decode) are in decoding.py, the
+host record of each row in slots.py; this module schedules them. `prefill_counts` says how
+many prompt tokens were computed and reused.
 
 Logprobs: each generated token's logprob is log_softmax(logits / temperature) at that token —
 the temperature-scaled policy before top-p / top-k truncation (temperature 0, i.e. greedy, uses
@@ -49,7 +52,7 @@ from typing import Any
 import jax
 import numpy as np
 from flax import nnx
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh
 
 from deepswe_jax.model.kv_cache import KEYS_LOGICAL_AXES, VALUES_LOGICAL_AXES, KVCache
 from deepswe_jax.model.qwen3 import Qwen3ForCausalLM
@@ -61,18 +64,22 @@ from deepswe_jax.parallel import (
     use_rules,
 )
 from deepswe_jax.parallel.sharding import Rules
-from deepswe_jax.sampling.base import Completion, GenerateRequest, check_prompt
-from deepswe_jax.sampling.decoding import (
-    DECODE_STEPS,
-    MAX_STOP_IDS,
-    copy_prefixes,
-    decode_step,
-    extend_step,
-    prefill_step,
-)
+from deepswe_jax.sampling.base import Completion, GenerateRequest
+from deepswe_jax.sampling.decoding import DECODE_STEPS, SamplerPrograms
 from deepswe_jax.sampling.memory import refuse_what_cannot_fit
 from deepswe_jax.sampling.prefix_cache import Placement, PrefillCounts, RowPrefixCache
-from deepswe_jax.sampling.sequences import InFlight, bucket, deliver, powers_of_two_up_to
+from deepswe_jax.sampling.sequences import (
+    InFlight,
+    bucket,
+    deliver,
+    pack_prompts,
+    powers_of_two_up_to,
+)
+from deepswe_jax.sampling.slots import Slots
+
+# Longest suffix an extend computes per row in one call (longer ones take several): bounds the
+# extend programs to the powers of two from `min_prefill_len` up to it.
+EXTEND_CHUNK = 512
 
 
 class JaxSampler:
@@ -131,6 +138,9 @@ class JaxSampler:
         self._mesh = mesh or make_mesh(1, 1, 1, devices=jax.devices()[:1])
         self._rules = tuple(rules)
         self._length_buckets = powers_of_two_up_to(max_cache_len, min_prefill_len)
+        self._extend_buckets = powers_of_two_up_to(
+            min(EXTEND_CHUNK, max_cache_len), min_prefill_len
+        )
         self._count_buckets = powers_of_two_up_to(max_batch)
 
         refuse_what_cannot_fit(model, max_batch, max_cache_len, self._mesh, self._rules, free_bytes)
@@ -151,38 +161,12 @@ class JaxSampler:
             functools.partial(model.init_cache, max_batch, max_cache_len),
             out_shardings=cache_shardings,
         )()
-        replicated = NamedSharding(self._mesh, PartitionSpec())
-        step_out = (cache_shardings, replicated, replicated)
-        self._prefill = jax.jit(
-            functools.partial(prefill_step, graphdef),
-            donate_argnums=(1,),
-            out_shardings=step_out,
-        )
-        self._decode = jax.jit(
-            functools.partial(decode_step, graphdef),
-            donate_argnums=(1,),
-            out_shardings=step_out,
-        )
-        self._extend = jax.jit(
-            functools.partial(extend_step, graphdef),
-            donate_argnums=(1,),
-            out_shardings=step_out,
-        )
-        self._copy = jax.jit(
-            copy_prefixes, static_argnums=(3,), donate_argnums=(0,), out_shardings=cache_shardings
-        )
+        self._programs = SamplerPrograms.build(graphdef, cache_shardings, self._mesh)
         self._prefixes = RowPrefixCache(max_batch, max_cache_len, enabled=prefix_caching)
         self._counts = PrefillCounts()
         self._base_key = jax.random.key(seed)
         self._steps = 0
-
-        # Host copies of per-slot state; the device cache is the authority on lengths.
-        self._slots: list[InFlight | None] = [None] * max_batch
-        self._next_tokens = np.zeros(max_batch, np.int32)
-        self._temperature = np.ones(max_batch, np.float32)
-        self._top_p = np.ones(max_batch, np.float32)
-        self._top_k = np.zeros(max_batch, np.int32)
-        self._stop_ids = np.full((max_batch, MAX_STOP_IDS), -1, np.int32)
+        self._slots = Slots(max_batch, self._prefixes)
 
         self._queue: deque[InFlight] = deque()
         self._queue_changed = threading.Condition()
@@ -193,10 +177,9 @@ class JaxSampler:
 
     @property
     def compilation_count(self) -> int:
-        """Number of compiled programs (prefill, extend and copy shape buckets + the one decode
-        step)."""
-        jitted = (self._prefill, self._decode, self._extend, self._copy)
-        return sum(f._cache_size() for f in jitted)
+        """Number of compiled programs (decoding.SamplerPrograms: prefill, extend and copy shape
+        buckets, the sampling step and the one decode step)."""
+        return self._programs.compilation_count
 
     @property
     def prefill_counts(self) -> PrefillCounts:
@@ -206,7 +189,9 @@ class JaxSampler:
     async def generate(self, requests: Sequence[GenerateRequest]) -> list[Completion]:
         """Completions for `requests`, in order; batched with every other concurrent caller."""
         loop = asyncio.get_running_loop()
-        sequences = [self._admit_check(request, loop) for request in requests]
+        sequences = [
+            InFlight.of(request, loop, self.vocab_size, self.max_cache_len) for request in requests
+        ]
         pending = [s for s in sequences if s.budget > 0]
         with self._queue_changed:
             if self._closed:
@@ -217,27 +202,6 @@ class JaxSampler:
             if sequence.budget == 0:
                 sequence.future.set_result(Completion((), (), "length"))
         return list(await asyncio.gather(*(s.future for s in sequences)))
-
-    def _admit_check(self, request: GenerateRequest, loop: asyncio.AbstractEventLoop) -> InFlight:
-        check_prompt(
-            request.prompt_ids,
-            vocab_size=self.vocab_size,
-            max_len=self.max_cache_len,
-            max_len_name="max_cache_len",
-            remedy="build the sampler with a larger max_cache_len",
-        )
-        prompt_len = len(request.prompt_ids)
-        params = request.params
-        if len(params.stop_token_ids) > MAX_STOP_IDS:
-            raise ValueError(
-                f"{len(params.stop_token_ids)} stop tokens; JaxSampler takes at most {MAX_STOP_IDS}"
-            )
-        if params.max_new_tokens < 0 or not 0.0 < params.top_p <= 1.0 or params.top_k < 0:
-            raise ValueError(
-                f"invalid {params}: need max_new_tokens >= 0, 0 < top_p <= 1, top_k >= 0"
-            )
-        budget = min(params.max_new_tokens, self.max_cache_len - prompt_len)
-        return InFlight(request.prompt_ids, params, budget, loop, loop.create_future())
 
     def sync_weights(self, params: Any) -> None:
         """Samples from `params` (a `Qwen3ForCausalLM` or its `nnx.State`) from the next step on.
@@ -282,19 +246,19 @@ class JaxSampler:
             self._queue_changed.notify()
         self._thread.join()
         error = RuntimeError("JaxSampler closed before the request finished")
-        for sequence in [*self._queue, *(s for s in self._slots if s is not None)]:
+        for sequence in self._queue:
             deliver(sequence, error)
         self._queue.clear()
-        self._slots = [None] * self.max_batch
+        self._slots.fail(error)
 
     def _run(self) -> None:
         while True:
             with self._queue_changed:
-                while not self._closed and not self._queue and not any(self._slots):
+                while not self._closed and not self._queue and not self._slots.occupied():
                     self._queue_changed.wait()
                 if self._closed:
                     return
-                free = [row for row, s in enumerate(self._slots) if s is None]
+                free = self._slots.free()
                 admitted = [self._queue.popleft() for _ in range(min(len(free), len(self._queue)))]
             try:
                 with self._weights_lock, jax.set_mesh(self._mesh), use_rules(self._rules):
@@ -302,15 +266,11 @@ class JaxSampler:
                         waiting = self._admit(free, admitted)
                         with self._queue_changed:
                             self._queue.extendleft(reversed(waiting))
-                    if any(self._slots):
+                    if self._slots.occupied():
                         self._decode_once()
             except Exception as error:  # fail the affected callers, keep serving
                 self._prefixes.invalidate()
-                for row, sequence in enumerate(self._slots):
-                    if sequence is not None:
-                        deliver(sequence, error)
-                        self._slots[row] = None
-                        self._prefixes.release(row)
+                self._slots.fail(error)
                 for sequence in admitted:
                     deliver(sequence, error)
 
@@ -327,100 +287,109 @@ class JaxSampler:
             placed = [(p, s) for p, s in zip(placements, admitted, strict=False) if p.wave == wave]
             copies = [p for p, _ in placed if p.source != p.row]
             if copies:
-                count = bucket(len(copies), self._count_buckets)
-                sources = np.zeros(count, np.int32)
-                targets = np.full(count, self.max_batch, np.int32)  # out of range: skipped
+                sources, targets = np.zeros((2, self.max_batch), np.int32)
                 sources[: len(copies)] = [p.source for p in copies]
                 targets[: len(copies)] = [p.row for p in copies]
                 length = bucket(max(p.reused for p in copies), self._length_buckets)
-                self._cache = self._copy(self._cache, sources, targets, length)
+                self._cache = self._programs.copy(
+                    self._cache, sources, targets, np.int32(len(copies)), length
+                )
             groups: dict[tuple[bool, int], list[tuple[Placement, InFlight]]] = {}
             for placement, sequence in placed:
                 computed = len(sequence.prompt_ids) - placement.reused
                 self._counts.add(len(sequence.prompt_ids), computed)
-                key = (placement.reused > 0, bucket(computed, self._length_buckets))
+                self._slots.start(placement.row, sequence)
+                if placement.reused:
+                    key = (True, bucket(min(computed, EXTEND_CHUNK), self._extend_buckets))
+                else:
+                    key = (False, bucket(computed, self._length_buckets))
                 groups.setdefault(key, []).append((placement, sequence))
             for (extends, length), group in sorted(groups.items()):
-                self._compute_prompts(group, extends, length)
+                (self._extend_prompts if extends else self._prefill_prompts)(group, length)
         return admitted[len(placements) :]
 
-    def _compute_prompts(
-        self, group: list[tuple[Placement, InFlight]], extends: bool, length: int
-    ) -> None:
-        """Runs the uncached part of each prompt (at most `length` tokens) into its row and
-        records its first new token: a prefill from slot 0, or an extend after cached slots."""
+    def _prefill_prompts(self, group: list[tuple[Placement, InFlight]], length: int) -> None:
+        """Runs whole prompts (at most `length` tokens) into their rows from slot 0 and records
+        each one's first new token."""
         count = bucket(len(group), self._count_buckets)
-        suffix_ids = np.zeros((count, length), np.int32)
-        suffix_lengths = np.ones(count, np.int32)
-        starts = np.zeros(count, np.int32)
-        rows = np.full(count, self.max_batch, np.int32)  # out of range: dropped
-        temperature = np.ones(count, np.float32)
-        top_p = np.ones(count, np.float32)
-        top_k = np.zeros(count, np.int32)
-        for i, (placement, sequence) in enumerate(group):
-            row, suffix = placement.row, sequence.prompt_ids[placement.reused :]
-            suffix_ids[i, : len(suffix)] = suffix
-            suffix_lengths[i], starts[i], rows[i] = len(suffix), placement.reused, row
-            p = sequence.params
-            temperature[i], top_p[i], top_k[i] = p.temperature, p.top_p, p.top_k
-            self._temperature[row], self._top_p[row], self._top_k[row] = (
-                p.temperature,
-                p.top_p,
-                p.top_k,
-            )
-            self._stop_ids[row] = -1
-            self._stop_ids[row, : len(p.stop_token_ids)] = p.stop_token_ids
-            self._slots[row] = sequence
-        sampling = (temperature, top_p, top_k, self._next_key())
-        if extends:
-            self._cache, tokens, logprobs = self._extend(
-                self._state, self._cache, suffix_ids, suffix_lengths, starts, rows, *sampling
-            )
-        else:
-            self._cache, tokens, logprobs = self._prefill(
-                self._state, self._cache, suffix_ids, suffix_lengths, rows, *sampling
-            )
-        real = len(group)
-        self._record(
-            [p.row for p, _ in group], np.asarray(tokens)[:real], np.asarray(logprobs)[:real]
+        real = [p.row for p, _ in group]
+        prompt_ids, prompt_lengths, _, rows = pack_prompts(
+            [s.prompt_ids for _, s in group],
+            [0] * len(group),
+            real,
+            (count, length),
+            self.max_batch,
+        )  # out-of-range rows: dropped
+        self._cache, tokens, logprobs = self._programs.prefill(
+            self._state,
+            self._cache,
+            prompt_ids,
+            prompt_lengths,
+            rows,
+            *self._slots.sampling(real, count),
+            self._next_key(),
         )
+        self._slots.record(
+            real, np.asarray(tokens)[: len(group)], np.asarray(logprobs)[: len(group)]
+        )
+
+    def _extend_prompts(self, group: list[tuple[Placement, InFlight]], length: int) -> None:
+        """Runs the uncached part of each prompt after its row's cached slots, at most `length`
+        tokens per row per call (longer ones continue in the next), and records each prompt's
+        first new token once its last token has run."""
+        done = 0
+        while group:
+            suffix_ids, suffix_lengths, starts, rows = pack_prompts(
+                [s.prompt_ids for _, s in group],
+                [p.reused + done for p, _ in group],
+                [p.row for p, _ in group],
+                (self.max_batch, length),
+                0,
+            )
+            self._cache, logits = self._programs.extend(
+                self._state,
+                self._cache,
+                suffix_ids,
+                suffix_lengths,
+                starts,
+                rows,
+                np.int32(len(group)),
+            )
+            ending = [
+                i for i, (p, s) in enumerate(group) if len(s.prompt_ids) <= p.reused + done + length
+            ]
+            if ending:
+                sampling = self._slots.sampling([p.row for p, _ in group], self.max_batch)
+                tokens, logprobs = self._programs.sample(logits, self._next_key(), *sampling)
+                self._slots.record(
+                    [group[i][0].row for i in ending],
+                    np.asarray(tokens)[ending],
+                    np.asarray(logprobs)[ending],
+                )
+            group = [entry for i, entry in enumerate(group) if i not in ending]
+            done += length
 
     def _decode_once(self) -> None:
         """DECODE_STEPS tokens for every occupied slot, recorded step by step until each row's
         request ends (the device stopped feeding it at the same point)."""
-        rows = [row for row, s in enumerate(self._slots) if s is not None]
-        active = np.array([s is not None for s in self._slots])
-        remaining = np.array(
-            [0 if s is None else s.budget - len(s.token_ids) for s in self._slots], np.int32
-        )
-        self._cache, tokens, logprobs = self._decode(
+        rows = self._slots.occupied()
+        active = np.zeros(self.max_batch, bool)
+        active[rows] = True
+        self._cache, tokens, logprobs = self._programs.decode(
             self._state,
             self._cache,
-            self._next_tokens,
+            self._slots.next_tokens,
             active,
-            remaining,
-            self._stop_ids,
-            self._temperature,
-            self._top_p,
-            self._top_k,
+            self._slots.remaining(),
+            self._slots.stop_ids,
+            self._slots.temperature,
+            self._slots.top_p,
+            self._slots.top_k,
             self._next_key(),
         )
         tokens, logprobs = np.asarray(tokens), np.asarray(logprobs)
         for step in range(DECODE_STEPS):
-            rows = [row for row in rows if self._slots[row] is not None]
+            rows = [row for row in rows if self._slots.requests[row] is not None]
             if not rows:
                 break
-            self._record(rows, tokens[step, rows], logprobs[step, rows])
-
-    def _record(self, rows: list[int], tokens: np.ndarray, logprobs: np.ndarray) -> None:
-        """Appends each row's new token; finished rows are delivered and freed."""
-        for row, token, logprob in zip(rows, tokens.tolist(), logprobs.tolist(), strict=True):
-            sequence = self._slots[row]
-            if sequence.token_ids:  # the step fed the previous token into the row
-                self._prefixes.fed(row, sequence.token_ids[-1])
-            self._next_tokens[row] = token
-            completion = sequence.append(token, logprob)
-            if completion is not None:
-                deliver(sequence, completion)
-                self._slots[row] = None
-                self._prefixes.release(row)
+            self._slots.record(rows, tokens[step, rows], logprobs[step, rows])

@@ -9,7 +9,7 @@ import pytest
 from flax import nnx
 
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
-from deepswe_jax.sampling import GenerateRequest, JaxSampler, SamplingParams
+from deepswe_jax.sampling import GenerateRequest, JaxSampler, SamplingParams, jax_sampler
 from deepswe_jax.sampling.prefix_cache import BLOCK, Placement, RowPrefixCache
 
 CONFIG = Qwen3Config(
@@ -111,6 +111,38 @@ def test_group_of_rollouts_computes_the_shared_prompt_once(model, samplers):
     assert [c.token_ids for c in completions] == [c.token_ids for c in expected]
     for a, b in zip(completions, expected, strict=True):
         np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
+    sampler.close()
+
+
+def test_extends_of_any_count_and_suffix_length_compile_nothing_new(model, samplers, monkeypatch):
+    """Episodes continuing alone and together, with suffixes shorter and longer than one extend
+    call takes, run on the programs their first continuation compiled, with the tokens and
+    log-probs reuse-off gives."""
+    monkeypatch.setattr(jax_sampler, "EXTEND_CHUNK", 64)  # longer suffixes run in 64-token calls
+    _, off = samplers
+    sampler = JaxSampler(model, max_batch=4, **SIZES)
+    rng = np.random.default_rng(5)
+    prompts = [random_ids(rng, 30 + 10 * i) for i in range(3)]
+    # (episodes continuing at once, observation tokens each then appends)
+    turns = [((0, 1, 2), 20), ((0,), 130), ((0, 1, 2), 5), ((1, 2), 0)]
+    compiled, computed = [], []
+    for episodes, observation in turns:
+        requests = [GenerateRequest(prompts[i], greedy(4)) for i in episodes]
+        before = sampler.prefill_counts.computed_tokens
+        got = asyncio.run(sampler.generate(requests))
+        computed.append(sampler.prefill_counts.computed_tokens - before)
+        compiled.append(sampler.compilation_count)
+        expected = [c for r in requests for c in asyncio.run(off.generate([r]))]
+        assert [c.token_ids for c in got] == [c.token_ids for c in expected]
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
+        for i, completion in zip(episodes, got, strict=True):
+            prompts[i] += completion.token_ids + random_ids(rng, observation)
+    # Each turn computes only each prompt's last reply token and the observation after it; the
+    # 131-token suffix takes three calls.
+    assert computed[1:] == [21, 131 + 21 + 21, 6 + 6]
+    # Count 1, then counts 3 and 2 with suffixes of 6 to 131 tokens: no new program.
+    assert compiled[1] == compiled[2] == compiled[3]
     sampler.close()
 
 
