@@ -7,7 +7,8 @@ in-process vLLM engine, GPU or CPU build, with weights streamed from JAX), `Scri
 base                 the Sampler protocol: GenerateRequest, SamplingParams, Completion
 jax_sampler          JaxSampler: continuous batching over a fixed-shape KV cache, on a mesh
 sequences            a request in flight inside JaxSampler, its answer, shape buckets
-decoding             JaxSampler's device kernels: token sampling, jitted prefill and decode
+slots                JaxSampler's host record of its cache rows (request, next token)
+decoding             JaxSampler's device kernels: token sampling, prefill, extend, decode
 prefix_cache         which tokens each cache row holds; where a new prompt reuses them
 memory               what a JaxSampler holds per device (weights, KV cache) before allocating
 vllm_sampler         VLLMSampler: an in-process vLLM engine fed the trainer's weights
