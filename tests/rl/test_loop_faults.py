@@ -204,7 +204,17 @@ def test_a_failed_background_save_stops_the_run_at_the_next_step_boundary(
     assert TrainCheckpoints(tmp_path / "run" / "checkpoints").all_steps() == [1]
 
 
-def test_ctrl_c_during_a_save_keeps_the_saved_steps_metrics_row(tmp_path):
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's SIGINT handler during the test: a shell without job control starts background
+    commands (`.ci/run &`) with SIGINT ignored, and pytest inherits that (these tests failed so
+    in a backgrounded CI run)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_during_a_save_keeps_the_saved_steps_metrics_row(tmp_path, ctrl_c_raises):
     """A SIGINT while step 1 is being saved lets the save finish and stops the run; the rerun
     resumes from step 1, so step 1's metrics row must already be written: every saved step has
     its row. Found by tests/bench/test_soak_interrupts.py (before: the row was written after
@@ -225,7 +235,7 @@ def test_ctrl_c_during_a_save_keeps_the_saved_steps_metrics_row(tmp_path):
     assert [row["step"] for row in read_metrics(tmp_path / "run")] == [1, 2]
 
 
-def test_ctrl_c_during_an_sft_save_keeps_the_saved_steps_metrics_row(tmp_path):
+def test_ctrl_c_during_an_sft_save_keeps_the_saved_steps_metrics_row(tmp_path, ctrl_c_raises):
     """The same for SFT (experiment.train_sft): its row is written before its save, in one block
     for the signals."""
     from unittest import mock
