@@ -214,21 +214,27 @@ def ctrl_c_raises():
     signal.signal(signal.SIGINT, previous)
 
 
-def test_ctrl_c_during_a_save_keeps_the_saved_steps_metrics_row(tmp_path, ctrl_c_raises):
-    """A SIGINT while step 1 is being saved lets the save finish and stops the run; the rerun
-    resumes from step 1, so step 1's metrics row must already be written: every saved step has
-    its row. Found by tests/bench/test_soak_interrupts.py (before: the row was written after
-    the save, and the finished job's metrics.jsonl held step 2 alone)."""
+def ctrl_c_while_saving(step: int) -> contextlib.AbstractContextManager:
+    """Patches TrainCheckpoints.save: the process sends itself SIGINT as `step`'s save starts
+    (held until the save is done, as a Ctrl-C during a save is)."""
     from unittest import mock
 
     original = TrainCheckpoints.save
 
     def save(self, at_step, **kwargs):
-        if at_step == 1:
-            os.kill(os.getpid(), signal.SIGINT)  # held until the save is done
+        if at_step == step:
+            os.kill(os.getpid(), signal.SIGINT)
         return original(self, at_step, **kwargs)
 
-    with mock.patch.object(TrainCheckpoints, "save", save), pytest.raises(KeyboardInterrupt):
+    return mock.patch.object(TrainCheckpoints, "save", save)
+
+
+def test_ctrl_c_during_a_save_keeps_the_saved_steps_metrics_row(tmp_path, ctrl_c_raises):
+    """A SIGINT while step 1 is being saved lets the save finish and stops the run; the rerun
+    resumes from step 1, so step 1's metrics row must already be written: every saved step has
+    its row. Found by tests/bench/test_soak_interrupts.py (before: the row was written after
+    the save, and the finished job's metrics.jsonl held step 2 alone)."""
+    with ctrl_c_while_saving(1), pytest.raises(KeyboardInterrupt):
         run(tmp_path / "run", 2)
     assert TrainCheckpoints(tmp_path / "run" / "checkpoints").all_steps() == [1]
     run(tmp_path / "run", 2)
@@ -238,8 +244,6 @@ def test_ctrl_c_during_a_save_keeps_the_saved_steps_metrics_row(tmp_path, ctrl_c
 def test_ctrl_c_during_an_sft_save_keeps_the_saved_steps_metrics_row(tmp_path, ctrl_c_raises):
     """The same for SFT (experiment.train_sft): its row is written before its save, in one block
     for the signals."""
-    from unittest import mock
-
     from configs import sft_tiny
     from deepswe_jax.experiment import train_sft
     from tests.rl.test_sft import episode
@@ -248,14 +252,7 @@ def test_ctrl_c_during_an_sft_save_keeps_the_saved_steps_metrics_row(tmp_path, c
     config.sft.update(num_steps=2, batch_size=8, micro_batch_size=8)  # a row per fake device
     config.checkpoint.every = 2  # Orbax saves a run's first step too
     trajectories = [episode(index) for index in range(8)]
-    original = TrainCheckpoints.save
-
-    def save(self, at_step, **kwargs):
-        if at_step == 1:
-            os.kill(os.getpid(), signal.SIGINT)  # held until the save is done
-        return original(self, at_step, **kwargs)
-
-    with mock.patch.object(TrainCheckpoints, "save", save), pytest.raises(KeyboardInterrupt):
+    with ctrl_c_while_saving(1), pytest.raises(KeyboardInterrupt):
         train_sft(config, tmp_path / "sft", trajectories)
     assert TrainCheckpoints(tmp_path / "sft" / "checkpoints").all_steps() == [1]
     train_sft(config, tmp_path / "sft", trajectories)
