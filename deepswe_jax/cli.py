@@ -80,20 +80,15 @@ class _NoOrbaxErrors(logging.Filter):
         return not (record.exc_info and _from_orbax(record.exc_info[2]))
 
 
-def _closed_loop_callbacks_dropped(hook: Callable) -> Callable:
-    """sys.unraisablehook without the "Event loop is closed" errors of late callbacks.
+def _closed_loop_callback(unraisable) -> bool:
+    """Whether an unraisable error is an "Event loop is closed" error of a late callback.
 
     When a checkpoint write fails, Orbax closes its event loop while TensorStore's C++ threads
     still finish the other writes; each then calls loop.call_soon_threadsafe, which raises, and
     TensorStore reports that as unraisable without an object (a bare traceback): dozens of
     6-line tracebacks before the run's own error, as many as the race allows."""
-
-    def unraisablehook(unraisable) -> None:
-        value = unraisable.exc_value
-        if not (isinstance(value, RuntimeError) and str(value) == "Event loop is closed"):
-            hook(unraisable)
-
-    return unraisablehook
+    value = unraisable.exc_value
+    return isinstance(value, RuntimeError) and str(value) == "Event loop is closed"
 
 
 def _flag_arguments(argv: Sequence[str], name: str) -> tuple[str | None, list[str]]:
@@ -214,7 +209,7 @@ def run(main: Callable[[list[str]], object]) -> None:
             for handler in logging.getLogger().handlers:
                 handler.addFilter(_NoOrbaxErrors())
                 handler.addFilter(_FirstLineOnly())
-            sys.unraisablehook = _closed_loop_callbacks_dropped(sys.unraisablehook)
+            interrupts.ignore_unraisable(_closed_loop_callback)
         # An interrupted run exits inside the except block: the exception's traceback keeps the
         # frames (and the containers' runtimes they hold) alive for the atexit functions that
         # remove what a cancelled start created late (env.ownership.close_all_runtimes). A

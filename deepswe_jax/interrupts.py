@@ -51,6 +51,7 @@ class _State:
     deferring = 0  # depth of deferred_interrupts blocks
     held = False  # a signal arrived in a deferred block
     raise_again = False  # a KeyboardInterrupt was swallowed: raise it once more
+    ignored_unraisable: list = []  # predicates: unraisable errors not printed (ignore_unraisable)
 
 
 def interrupted_line(name: str | None = None) -> str:
@@ -66,10 +67,13 @@ def stop_requested() -> bool:
 
 def _handler(signum: int, frame: object) -> None:
     if _State.raise_again:
-        if getattr(frame, "f_code", None) is _unraisable.__code__:
-            _raise_again_soon()  # raised in the hook itself, it would be lost
+        if _inside_the_unraisable_hook(frame):
+            _raise_again_soon()  # raised anywhere inside the hook, it would be lost again
             return
         _State.raise_again = False
+        if _State.deferring:
+            _State.held = True
+            return
         raise KeyboardInterrupt
     if _State.received is not None:
         return  # the second and third Ctrl-C: already stopping
@@ -82,6 +86,17 @@ def _handler(signum: int, frame: object) -> None:
         _State.held = True
         return
     raise KeyboardInterrupt
+
+
+def _inside_the_unraisable_hook(frame: object) -> bool:
+    """Whether `frame` or a frame below it runs `_unraisable`: a KeyboardInterrupt raised there
+    ends in "Exception ignored in sys.unraisablehook" (the compile-SIGINT flake of stop 27: the
+    second Ctrl-C arrived while the hook started its thread, in `Thread.start`'s frames)."""
+    while frame is not None:
+        if getattr(frame, "f_code", None) is _unraisable.__code__:
+            return True
+        frame = getattr(frame, "f_back", None)
+    return False
 
 
 def _raise_again_soon() -> None:
@@ -99,8 +114,18 @@ def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
         _State.raise_again = True
         _raise_again_soon()
         return
-    if _State.received is None:
+    if _State.received is None and not any(
+        ignored(unraisable) for ignored in _State.ignored_unraisable
+    ):
         sys.__unraisablehook__(unraisable)
+
+
+def ignore_unraisable(predicate) -> None:
+    """Unraisable errors for which `predicate(unraisable)` holds are not printed. A filter goes
+    here rather than around `sys.unraisablehook`: a wrapper's frames would be hook frames
+    `_handler` cannot see, and a KeyboardInterrupt raised in them would be lost."""
+    if predicate not in _State.ignored_unraisable:
+        _State.ignored_unraisable.append(predicate)
 
 
 def install() -> None:
