@@ -30,6 +30,12 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     _CACHE = tempfile.mkdtemp(prefix="deepswe-tests-jax-cache-")
     os.environ["JAX_COMPILATION_CACHE_DIR"] = _CACHE
     atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+# Both test workers and their subprocesses share that cache. Without a size limit JAX writes an
+# entry with a plain write_bytes and reads without a lock, so a process could read another's
+# half-written entry ("Error reading persistent compilation cache entry" on stderr, which the
+# tests that count a run's stderr lines see); with one, every read and write takes the cache's
+# file lock (jax._src.lru_cache). 8 GiB: never reached by a test session.
+os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(8 << 30))
 
 
 # Test files of over a minute each on a 2-core machine, longest first (BENCHMARKS.md, "CI time":

@@ -84,7 +84,9 @@ def test_a_missing_task_image_stops_train_before_the_first_rollout(tmp_path):
     task.update(image=image, source=None)
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(json.dumps(task) + "\n")
-    workdir = tmp_path / "run"
+    # Its containers' label is train-<workdir name>: a name of its own, not another test's
+    # "run" (test_train_main and test_train_vllm run real episodes under train-run meanwhile).
+    workdir = tmp_path / f"run-{uuid.uuid4().hex[:8]}"
     result = launch(
         "train",
         "--config=configs/tiny.py",

@@ -273,7 +273,7 @@ def run_on():
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         time.sleep(0.01)
-    print("ran on")
+    print("ran on", flush=True)
 
 
 with interrupts.stop_gracefully():
@@ -283,13 +283,13 @@ with interrupts.stop_gracefully():
             Collected()
             run_on()
         else:  # "deferred_block": the raise again waits for the block, as a signal would
-            Collected()
             with interrupts.deferred_interrupts():
+                Collected()
                 time.sleep(0.5)
-                print("block finished")
+                print("block finished", flush=True)
             run_on()
     except KeyboardInterrupt:
-        print("stopped")
+        print("stopped", flush=True)
 """
 
 

@@ -9,7 +9,9 @@ from deepswe_jax.env.docker.docker_runtime import DockerRuntime
 from deepswe_jax.env.runtime import ResourceLimitError
 from tests.env.env_pair import assert_serving, bash, env_pair
 
-STEP_TIMEOUT = 4
+# Long enough for the 100 MB output steps under load (a container has one CPU), short enough
+# for the fork bomb and the loops, which must end by it.
+STEP_TIMEOUT = 8
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +104,8 @@ def test_a_setsid_daemon_started_in_a_step_is_gone_after_it(envs):
         run,
         victim,
         "(setsid bash -c 'exec -a stray-daemon-17 sleep 1000' > /dev/null 2>&1 &); "
-        "sleep 0.5; echo running=$(ps -eo args | grep -c '^stray-daemon-17')",
+        "for i in $(seq 50); do ps -eo args | grep -q '^stray-daemon-17' && break; sleep 0.1; "
+        "done; echo running=$(ps -eo args | grep -c '^stray-daemon-17')",
     )
     assert started.exit_code == 0 and "running=1" in started.observation
     assert "stray-daemon-17" not in run(victim.run("ps -eo args=")).output

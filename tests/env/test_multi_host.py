@@ -211,7 +211,7 @@ def test_pool_survives_a_docker_host_dying_mid_run(tiny_task, docker_client, sec
     tokenizer = ChatTokenizer.from_directory(TOKENIZER_DIR)
     # The first call keeps each episode busy in its container while the second host dies.
     replies = [
-        render_function_call("execute_bash", {"cmd": "sleep 5"}),
+        render_function_call("execute_bash", {"cmd": "sleep 10"}),
         *gold_patch_replies(tiny_task),
     ]
     script = [reply_ids(tokenizer, reply) for reply in replies]
@@ -231,7 +231,8 @@ def test_pool_survives_a_docker_host_dying_mid_run(tiny_task, docker_client, sec
             first, second = pool.placement.hosts.hosts
 
             async def crash_second_host():
-                while second.started < 2:  # both of its episodes are in their `sleep 5`
+                # Both of its episodes are in their `sleep 10`, even if they started seconds apart.
+                while second.started < 2:
                     await asyncio.sleep(0.1)
                 await asyncio.sleep(1.5)
                 await asyncio.to_thread(second_daemon.crash)

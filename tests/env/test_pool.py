@@ -183,7 +183,9 @@ def test_no_container_outlives_its_process(tiny_task, docker_client, how):
     if how == "SIGTERM":
         assert labelled(docker_client, label) == []  # the dying process removed its own
         return
-    assert len(labelled(docker_client, label)) == count  # kill -9: nothing could clean up
+    # kill -9: nothing could clean up. Any pool entered meanwhile (the other test worker's, or a
+    # subprocess's) may already remove the dead owner's containers, as the next line's does.
+    assert len(labelled(docker_client, label)) <= count
 
     async def new_pool():
         async with EnvPool(max_envs=1, client=docker_client):
