@@ -155,6 +155,12 @@ def get_config() -> ml_collections.ConfigDict:
             temperature=1.0,  # sampling temperature (the trainer scores at the same one)
             top_p=1.0,  # nucleus sampling; 1.0 = off
             top_k=0,  # top-k sampling; 0 = off
+            # Each agent turn's request carries its own seed (from config.seed, the task, the
+            # rollout, the policy version and the turn: agent.rollout.turn_seed), so a run's
+            # episodes sample the same tokens whatever the container timing, and a resumed run
+            # what an uninterrupted one would. False: the sampler's own stream, whose draws
+            # follow the order requests arrive in (rLLM / verl: vLLM without per-request seeds).
+            seeded_requests=True,
             max_batch=512,  # sequences decoded at once (JaxSampler slots, vLLM's max_num_seqs)
             # vLLM: a HF directory whose config.json describes the policy ('' = written from
             # config.model); the weights always come from the trainer.

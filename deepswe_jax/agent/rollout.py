@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import time
@@ -68,6 +69,11 @@ class EpisodeSettings:
     `submit_notice_tokens`: once this many tokens follow the prompt, each observation asks the
     agent to submit now; None = 7/8 of `max_context` (rLLM: 28K of a 32K budget).
     `interface`: what the agent is shown and how its calls run (ours by default).
+    `seed`: each turn's request carries a seed of its own, from this seed, the task, the
+    rollout index, the policy version and the turn (`turn_seed`), so an episode samples the same
+    tokens however its requests share the sampler with others, and a resumed run samples what
+    an uninterrupted one would; None leaves the draws to the sampler's own stream (as rLLM and
+    verl do: the order requests arrive in, which container timing decides, changes them).
     """
 
     max_steps: int
@@ -80,6 +86,7 @@ class EpisodeSettings:
     top_p: float = 1.0
     top_k: int = 0
     interface: AgentInterface = field(default_factory=DeepSweJaxInterface)
+    seed: int | None = None
 
     @property
     def submit_notice_after(self) -> int:
@@ -87,6 +94,13 @@ class EpisodeSettings:
         if self.submit_notice_tokens is None:
             return int(self.max_context * SUBMIT_NOTICE_FRACTION)
         return self.submit_notice_tokens
+
+
+def turn_seed(seed: int, task_id: str, rollout_index: int, policy_version: int, turn: int) -> int:
+    """The sampling seed of one turn's request (EpisodeSettings.seed): 32 bits of a hash of
+    everything that identifies the turn, so no two turns of a run share their draws."""
+    identity = f"{seed}/{task_id}/{rollout_index}/{policy_version}/{turn}".encode()
+    return int.from_bytes(hashlib.blake2b(identity, digest_size=4).digest(), "little")
 
 
 @dataclass(frozen=True)
@@ -151,7 +165,9 @@ async def run_episode(
             if env is not None:
                 try:
                     await asyncio.wait_for(
-                        _interact(env, context, state),
+                        _interact(
+                            env, context, state, (task.instance_id, rollout_index, policy_version)
+                        ),
                         settings.trajectory_timeout,
                     )
                 except asyncio.TimeoutError:
@@ -217,8 +233,14 @@ async def _timed(state: _EpisodeState, name: str, awaitable: Awaitable[Any]) -> 
         state.add_time(name, time.perf_counter() - started)
 
 
-async def _interact(env: EnvProtocol, context: RolloutContext, state: _EpisodeState) -> None:
-    """The agent loop; sets `state.stop_reason` when it ends."""
+async def _interact(
+    env: EnvProtocol,
+    context: RolloutContext,
+    state: _EpisodeState,
+    episode: tuple[str, int, int],
+) -> None:
+    """The agent loop of `episode` (task id, rollout index, policy version); sets
+    `state.stop_reason` when it ends."""
     sampler, tokenizer, settings = context.sampler, context.tokenizer, context.settings
     tokens = state.tokens
     interface = settings.interface
@@ -240,6 +262,7 @@ async def _interact(env: EnvProtocol, context: RolloutContext, state: _EpisodeSt
             top_k=settings.top_k,
             max_new_tokens=budget_left,
             stop_token_ids=tokenizer.stop_token_ids,
+            seed=None if settings.seed is None else turn_seed(settings.seed, *episode, step_index),
         )
         generation_started = time.perf_counter()
         [completion] = await sampler.generate([GenerateRequest(tuple(tokens.token_ids), params)])

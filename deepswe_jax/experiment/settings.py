@@ -76,6 +76,7 @@ def episode_settings(
         top_p=sampler.top_p,
         top_k=sampler.top_k,
         interface=agent_interface(config) if agent_runs else DeepSweJaxInterface(),
+        seed=config.seed if sampler.seeded_requests else None,
     )
 
 

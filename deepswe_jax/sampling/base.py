@@ -22,7 +22,11 @@ class SamplingParams:
 
     `top_k = 0` turns top-k off. Generation ends after a token in
     `stop_token_ids` (which is kept in the completion) or after
-    `max_new_tokens` tokens.
+    `max_new_tokens` tokens. `seed` (vLLM's per-request seed): the
+    completion's random draws come from it alone, so the same prompt, seed and
+    weights give the same completion whatever else the sampler serves at the
+    time (up to the batch's float rounding); None draws from the sampler's own
+    stream, which depends on arrival order. Samplers use it modulo 2**32.
     """
 
     temperature: float = 1.0
@@ -30,6 +34,7 @@ class SamplingParams:
     top_k: int = 0
     max_new_tokens: int
     stop_token_ids: tuple[int, ...] = ()
+    seed: int | None = None
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,16 @@ DECODE_STEPS = 8
 MAX_STOP_IDS = 8
 
 
+def row_keys(seeds: jax.Array, positions: jax.Array) -> jax.Array:
+    """The PRNG key of each row's next token: from its request's seed [b] (uint32) and the
+    token's index in the completion [b], nothing else. A request's draws therefore do not depend
+    on which rows, steps or programs it shares with other requests (vLLM's per-request seed)."""
+    root = jax.random.key(0)
+    return jax.vmap(lambda s, p: jax.random.fold_in(jax.random.fold_in(root, s), p))(
+        seeds, positions
+    )
+
+
 def first_argmax(x: jax.Array) -> jax.Array:
     """jnp.argmax over the last axis (first index of the maximum; a NaN counts as the maximum),
     from a max and a min: XLA:CPU runs argmax as a variadic reduce, 9 ms against 1.5 ms for
@@ -36,7 +46,7 @@ def first_argmax(x: jax.Array) -> jax.Array:
 
 def sample_next_tokens(
     logits: jax.Array,
-    key: jax.Array,
+    keys: jax.Array,
     temperature: jax.Array,
     top_p: jax.Array,
     top_k: jax.Array,
@@ -45,7 +55,7 @@ def sample_next_tokens(
 
     Args:
       logits: [b, v] next-token logits.
-      key: PRNG key.
+      keys: [b] PRNG keys, one per row (`row_keys`).
       temperature: [b] float; 0 means greedy (argmax, no randomness).
       top_p: [b] float in (0, 1]; 1 keeps the whole distribution.
       top_k: [b] int; 0 keeps every token.
@@ -77,7 +87,9 @@ def sample_next_tokens(
     sampled = jax.lax.cond(
         jnp.all(greedy),
         lambda: argmax,
-        lambda: first_argmax(jax.random.gumbel(key, candidates.shape) + candidates),
+        lambda: first_argmax(
+            jax.vmap(lambda k, c: jax.random.gumbel(k, c.shape))(keys, candidates) + candidates
+        ),
     )
     tokens = jnp.where(greedy, argmax, sampled)
     return tokens, jnp.take_along_axis(logprobs, tokens[:, None], axis=-1)[:, 0]
@@ -93,7 +105,7 @@ def prefill_step(
     temperature: jax.Array,
     top_p: jax.Array,
     top_k: jax.Array,
-    key: jax.Array,
+    seeds: jax.Array,
 ) -> tuple[KVCache, jax.Array, jax.Array]:
     """Prompts [n, t] (right-padded; true lengths [n]) into cache rows [n] (out of range = skip).
 
@@ -109,8 +121,21 @@ def prefill_step(
         values=cache.values.at[:, rows, :, :t].set(values, mode="drop"),
         lengths=cache.lengths.at[rows].set(prompt_lengths, mode="drop"),
     )
-    tokens, logprobs = sample_next_tokens(last_logits, key, temperature, top_p, top_k)
+    keys = row_keys(seeds, jnp.zeros_like(seeds, dtype=jnp.int32))  # each completion's token 0
+    tokens, logprobs = sample_next_tokens(last_logits, keys, temperature, top_p, top_k)
     return cache, tokens, logprobs
+
+
+def sample_first_tokens(
+    logits: jax.Array,
+    temperature: jax.Array,
+    top_p: jax.Array,
+    top_k: jax.Array,
+    seeds: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """`sample_next_tokens` of the first token of completions whose prompts an extend ran."""
+    keys = row_keys(seeds, jnp.zeros_like(seeds, dtype=jnp.int32))
+    return sample_next_tokens(logits, keys, temperature, top_p, top_k)
 
 
 def extend_step(
@@ -183,24 +208,26 @@ def decode_step(
     temperature: jax.Array,
     top_p: jax.Array,
     top_k: jax.Array,
-    key: jax.Array,
+    seeds: jax.Array,
+    positions: jax.Array,
 ) -> tuple[KVCache, jax.Array, jax.Array]:
     """DECODE_STEPS decode steps on the device, without a host round trip between them.
 
     Feeds tokens [b] (one per row) and samples the next ones, step after step. A row stops
     feeding (its cache length stays) once it sampled one of its stop_ids [b, MAX_STOP_IDS]
     (-1 pads) or `remaining` [b] tokens, or from the start when active [b] is False; what it
-    samples after that is discarded by the host. Returns (cache, tokens [k, b], logprobs [k, b]).
+    samples after that is discarded by the host. Row r's token of step i is drawn with
+    `row_keys` of its request's seeds [b] at completion index positions[r] + i (positions [b]:
+    tokens the row's request generated before the call). Returns (cache, tokens [k, b],
+    logprobs [k, b]).
     """
     model = nnx.merge(graphdef, state)
 
     def step(carry, index):
         cache, tokens, live = carry
         logits, cache = model.decode(tokens[:, None], cache, num_tokens=live.astype(jnp.int32))
-        step_key = jax.random.fold_in(key, index)
-        next_tokens, logprobs = sample_next_tokens(
-            logits[:, 0], step_key, temperature, top_p, top_k
-        )
+        keys = row_keys(seeds, positions + index)
+        next_tokens, logprobs = sample_next_tokens(logits[:, 0], keys, temperature, top_p, top_k)
         stopped = jnp.any(next_tokens[:, None] == stop_ids, axis=-1)
         live = live & (index + 1 < remaining) & ~stopped
         return (cache, next_tokens, live), (next_tokens, logprobs)
@@ -244,7 +271,7 @@ class SamplerPrograms:
                 donate_argnums=(0,),
                 out_shardings=cache_shardings,
             ),
-            sample=jax.jit(sample_next_tokens, out_shardings=(replicated, replicated)),
+            sample=jax.jit(sample_first_tokens, out_shardings=(replicated, replicated)),
             decode=jax.jit(
                 functools.partial(decode_step, graphdef),
                 donate_argnums=(1,),

@@ -93,7 +93,8 @@ class JaxSampler:
         `rules`, the cache's batch over the ('data', 'fsdp') axes (by the 'batch' rule).
       rules: logical -> mesh axis table (default `DEFAULT_RULES`).
       min_prefill_len: smallest prompt padding bucket.
-      seed: PRNG seed for sampling.
+      seed: seeds the seeds of requests that bring none (slots.py); a request's own
+        SamplingParams.seed decides its draws alone.
       max_cache_tokens: token budget of the KV cache; the slots are then
         min(max_batch, max_cache_tokens // max_cache_len) (None: max_batch slots).
       free_bytes: bytes each device may still allocate (None: what the device reports,
@@ -164,9 +165,7 @@ class JaxSampler:
         self._programs = SamplerPrograms.build(graphdef, cache_shardings, self._mesh)
         self._prefixes = RowPrefixCache(max_batch, max_cache_len, enabled=prefix_caching)
         self._counts = PrefillCounts()
-        self._base_key = jax.random.key(seed)
-        self._steps = 0
-        self._slots = Slots(max_batch, self._prefixes)
+        self._slots = Slots(max_batch, self._prefixes, seed)
 
         self._queue: deque[InFlight] = deque()
         self._queue_changed = threading.Condition()
@@ -274,10 +273,6 @@ class JaxSampler:
                 for sequence in admitted:
                     deliver(sequence, error)
 
-    def _next_key(self) -> jax.Array:
-        self._steps += 1
-        return jax.random.fold_in(self._base_key, self._steps)
-
     def _admit(self, free: list[int], admitted: list[InFlight]) -> list[InFlight]:
         """Places admitted requests in free rows (prefix_cache.py) and computes their prompts,
         wave by wave: copies of cached prefixes first, then the rest of each prompt. Returns
@@ -327,7 +322,6 @@ class JaxSampler:
             prompt_lengths,
             rows,
             *self._slots.sampling(real, count),
-            self._next_key(),
         )
         self._slots.record(
             real, np.asarray(tokens)[: len(group)], np.asarray(logprobs)[: len(group)]
@@ -360,7 +354,7 @@ class JaxSampler:
             ]
             if ending:
                 sampling = self._slots.sampling([p.row for p, _ in group], self.max_batch)
-                tokens, logprobs = self._programs.sample(logits, self._next_key(), *sampling)
+                tokens, logprobs = self._programs.sample(logits, *sampling)
                 self._slots.record(
                     [group[i][0].row for i in ending],
                     np.asarray(tokens)[ending],
@@ -385,7 +379,8 @@ class JaxSampler:
             self._slots.temperature,
             self._slots.top_p,
             self._slots.top_k,
-            self._next_key(),
+            self._slots.seeds,
+            self._slots.positions(),
         )
         tokens, logprobs = np.asarray(tokens), np.asarray(logprobs)
         for step in range(DECODE_STEPS):

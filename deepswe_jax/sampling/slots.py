@@ -1,6 +1,11 @@
 """JaxSampler's host record of its cache rows ("slots"): the request each row serves, its
-sampling parameters and stop tokens, and the token it feeds next (the device cache is the
-authority on lengths)."""
+sampling parameters, seed and stop tokens, and the token it feeds next (the device cache is the
+authority on lengths).
+
+A request's tokens are drawn from its seed (SamplingParams.seed) and each token's index alone
+(decoding.row_keys). A request without a seed gets one from the sampler's own stream (seeded by
+JaxSampler's `seed`) when it takes its row, so its draws depend on the order requests arrive in.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +20,10 @@ class Slots:
     """Per-row host state of a `rows`-row cache; rows leave `prefixes` (prefix_cache.py)
     informed of every token fed and every request that ends."""
 
-    def __init__(self, rows: int, prefixes: RowPrefixCache):
+    def __init__(self, rows: int, prefixes: RowPrefixCache, seed: int = 0):
         self.requests: list[InFlight | None] = [None] * rows
+        self.seeds = np.zeros(rows, np.uint32)
+        self._unseeded = np.random.default_rng(seed)
         self.next_tokens = np.zeros(rows, np.int32)
         self.temperature = np.ones(rows, np.float32)
         self.top_p = np.ones(rows, np.float32)
@@ -31,21 +38,29 @@ class Slots:
         return [row for row, s in enumerate(self.requests) if s is not None]
 
     def start(self, row: int, sequence: InFlight) -> None:
-        """Gives `row` to `sequence`: its sampling parameters and stop tokens."""
+        """Gives `row` to `sequence`: its sampling parameters, seed and stop tokens."""
         p = sequence.params
         self.temperature[row], self.top_p[row], self.top_k[row] = p.temperature, p.top_p, p.top_k
+        seed = self._unseeded.integers(2**32) if p.seed is None else p.seed
+        self.seeds[row] = seed % 2**32
         self.stop_ids[row] = -1
         self.stop_ids[row, : len(p.stop_token_ids)] = p.stop_token_ids
         self.requests[row] = sequence
 
-    def sampling(self, rows: list[int], count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """temperature, top_p, top_k [count] of the requests in `rows`, then greedy padding."""
+    def sampling(self, rows: list[int], count: int) -> tuple[np.ndarray, ...]:
+        """temperature, top_p, top_k and seeds [count] of the requests in `rows`, then greedy
+        padding."""
         temperature, top_p = np.zeros(count, np.float32), np.ones(count, np.float32)
-        top_k = np.zeros(count, np.int32)
+        top_k, seeds = np.zeros(count, np.int32), np.zeros(count, np.uint32)
         temperature[: len(rows)] = self.temperature[rows]
         top_p[: len(rows)] = self.top_p[rows]
         top_k[: len(rows)] = self.top_k[rows]
-        return temperature, top_p, top_k
+        seeds[: len(rows)] = self.seeds[rows]
+        return temperature, top_p, top_k, seeds
+
+    def positions(self) -> np.ndarray:
+        """[rows] int32: tokens each row's request has generated (the index of its next)."""
+        return np.array([0 if s is None else len(s.token_ids) for s in self.requests], np.int32)
 
     def remaining(self) -> np.ndarray:
         """[rows] int32 tokens each row's request may still generate (0 for free rows)."""

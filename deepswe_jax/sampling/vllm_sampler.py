@@ -136,6 +136,7 @@ class VLLMSampler:
             # As JaxSampler: a completion ends with 'length' when the context is full.
             max_tokens=min(params.max_new_tokens, self.settings.max_model_len - prompt_len),
             stop_token_ids=list(params.stop_token_ids),
+            seed=None if params.seed is None else params.seed % 2**32,
             ignore_eos=True,  # stop exactly on the caller's stop_token_ids, as JaxSampler does
             logprobs=0,  # the sampled token's logprob only
             detokenize=False,

@@ -434,3 +434,27 @@ def test_collect_rollouts_of_one_task_and_of_several(tokenizer: ChatTokenizer, t
         ("calc-2", 1),
     ]
     assert read_trajectories(out) == trajectories
+
+
+def test_each_turn_requests_a_seed_of_its_own_that_a_rerun_repeats(tokenizer: ChatTokenizer):
+    """EpisodeSettings.seed: every turn's request carries turn_seed(seed, task, rollout, version,
+    turn); a rerun of the episode (a resumed run, a retried episode) asks for the same seeds, and
+    no two turns or rollouts share one. None (rLLM's behaviour) leaves the seed to the sampler."""
+    from deepswe_jax.agent.rollout import turn_seed
+
+    task = make_task()
+
+    def seeds(settings: EpisodeSettings, rollout_index: int, version: int) -> list[int | None]:
+        sampler = ScriptedSampler(fix_script(tokenizer))
+        context = RolloutContext(FakeEnvPool(), sampler, tokenizer, settings)
+        run(run_episode(context, task, rollout_index, version))
+        return [request.params.seed for request in sampler.requests]
+
+    first = seeds(make_settings(seed=5), 0, 3)
+    assert first == [turn_seed(5, task.instance_id, 0, 3, turn) for turn in range(3)]
+    assert seeds(make_settings(seed=5), 0, 3) == first
+    others = seeds(make_settings(seed=5), 1, 3) + seeds(make_settings(seed=6), 0, 3)
+    others += seeds(make_settings(seed=5), 0, 4)
+    assert len(set(first + others)) == 12
+    assert all(0 <= seed < 2**32 for seed in first + others)
+    assert seeds(make_settings(), 0, 3) == [None, None, None]

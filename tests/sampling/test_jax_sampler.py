@@ -177,7 +177,7 @@ def test_sample_next_tokens_truncates_top_k_and_top_p_but_reports_full_logprobs(
     probs = jnp.array([0.5, 0.3, 0.15, 0.05])
     logits = jnp.tile(jnp.log(probs), (256, 1))
     ones = jnp.ones(256)
-    keys = jax.random.key(0)
+    keys = jax.random.split(jax.random.key(0), 256)
 
     def draw(temperature, top_p, top_k):
         return sample_next_tokens(
@@ -203,12 +203,40 @@ def test_sample_next_tokens_truncates_top_k_and_top_p_but_reports_full_logprobs(
 
 def test_first_argmax_and_sampled_draws_equal_jax_argmax_and_categorical():
     """The sampler's argmax (a max and a min, faster on CPU) keeps jnp.argmax's answers, ties
-    and NaN included, and its Gumbel-max draws are jax.random.categorical's for the same key."""
+    and NaN included, and its Gumbel-max draws are jax.random.categorical's for the same key
+    (one key per row)."""
     logits = jax.random.normal(jax.random.key(1), (64, 1000))
     logits = logits.at[1, 7].set(10.0).at[1, 9].set(10.0)  # a tie: the first index wins
     logits = logits.at[2, 5].set(jnp.nan)  # a NaN counts as the maximum, as in jnp.argmax
     np.testing.assert_array_equal(first_argmax(logits), jnp.argmax(logits, axis=-1))
     logits = jnp.nan_to_num(logits)
-    key, ones = jax.random.key(3), jnp.ones(64)
-    tokens, _ = sample_next_tokens(logits, key, ones, ones, jnp.zeros(64, jnp.int32))
-    np.testing.assert_array_equal(tokens, jax.random.categorical(key, logits, axis=-1))
+    keys, ones = jax.random.split(jax.random.key(3), 64), jnp.ones(64)
+    tokens, _ = sample_next_tokens(logits, keys, ones, ones, jnp.zeros(64, jnp.int32))
+    expected = jax.vmap(lambda k, row: jax.random.categorical(k, row))(keys, logits)
+    np.testing.assert_array_equal(tokens, expected)
+
+
+def test_a_seeded_request_samples_the_same_tokens_alone_or_beside_others(model):
+    """SamplingParams.seed: a request's draws come from its seed and token index alone, so the
+    same request at T=1.0 gives the same completion served alone (a fresh prefill) and later among
+    others, which change its row, its batch and its path (an extend after its cached prompt);
+    another seed gives another completion. Before, one key per device call was shared by all rows,
+    so a request's tokens depended on what else ran."""
+    sampler = JaxSampler(model, max_batch=2, max_cache_len=MAX_CACHE_LEN, min_prefill_len=16)
+    try:
+        [base] = requests_of([(20, 10)], temperature=1.0)  # over one 16-token cache block
+
+        def seeded(seed: int) -> GenerateRequest:
+            return dataclasses.replace(base, params=dataclasses.replace(base.params, seed=seed))
+
+        [alone] = asyncio.run(sampler.generate([seeded(7)]))
+        others = requests_of([(9, 6), (3, 10), (12, 5)], temperature=1.0)
+        beside = asyncio.run(sampler.generate([others[0], seeded(7), *others[1:]]))[1]
+        [again] = asyncio.run(sampler.generate([seeded(7)]))
+        [other_seed] = asyncio.run(sampler.generate([seeded(8)]))
+    finally:
+        sampler.close()
+    assert sampler.prefill_counts.reused_tokens > 0  # some prompts ran as extends of cached ones
+    assert beside.token_ids == alone.token_ids == again.token_ids
+    np.testing.assert_allclose(beside.logprobs, alone.logprobs, atol=1e-5)
+    assert other_seed.token_ids != alone.token_ids

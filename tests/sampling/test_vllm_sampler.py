@@ -175,3 +175,18 @@ def test_engine_exception_fails_the_waiting_generate_within_seconds(sampler):
         asyncio.run(asyncio.wait_for(sampler.generate(requests()[:2]), timeout=30))
     with pytest.raises(EngineFailed, match="injected engine fault"):
         asyncio.run(sampler.generate(requests()[:1]))
+
+
+def test_a_seeded_request_samples_the_same_tokens_alone_or_beside_others(sampler):
+    """SamplingParams.seed reaches vLLM as its per-request seed: the same request at T=1.0 gives
+    the same completion alone and among other requests; another seed, another completion."""
+    base = requests(temperature=1.0)
+
+    def seeded(request: GenerateRequest, seed: int) -> GenerateRequest:
+        return dataclasses.replace(request, params=dataclasses.replace(request.params, seed=seed))
+
+    [alone] = asyncio.run(sampler.generate([seeded(base[0], 7)]))
+    beside = asyncio.run(sampler.generate([base[1], seeded(base[0], 7), *base[2:]]))[1]
+    [other_seed] = asyncio.run(sampler.generate([seeded(base[0], 8)]))
+    assert beside.token_ids == alone.token_ids
+    assert other_seed.token_ids != alone.token_ids
