@@ -26,7 +26,8 @@ class SamplingParams:
     completion's random draws come from it alone, so the same prompt, seed and
     weights give the same completion whatever else the sampler serves at the
     time (up to the batch's float rounding); None draws from the sampler's own
-    stream, which depends on arrival order. Samplers use it modulo 2**32.
+    stream, which depends on arrival order. Samplers use it modulo 2**32. Copies
+    of one seeded request give equal completions: give each rollout its own.
     """
 
     temperature: float = 1.0
