@@ -143,6 +143,21 @@ def test_context_caps_the_completion_and_empty_budgets_return_at_once(sampler):
         asyncio.run(sampler.generate([GenerateRequest((1,) * MAX_LEN, empty.params)]))
 
 
+def test_a_seeded_request_samples_the_same_tokens_alone_or_beside_others(sampler):
+    """SamplingParams.seed reaches vLLM as its per-request seed: the same request at T=1.0 gives
+    the same completion alone and among other requests; another seed, another completion."""
+    base = requests(temperature=1.0)
+
+    def seeded(request: GenerateRequest, seed: int) -> GenerateRequest:
+        return dataclasses.replace(request, params=dataclasses.replace(request.params, seed=seed))
+
+    [alone] = asyncio.run(sampler.generate([seeded(base[0], 7)]))
+    beside = asyncio.run(sampler.generate([base[1], seeded(base[0], 7), *base[2:]]))[1]
+    [other_seed] = asyncio.run(sampler.generate([seeded(base[0], 8)]))
+    assert beside.token_ids == alone.token_ids
+    assert other_seed.token_ids != alone.token_ids
+
+
 def test_bad_settings_say_what_to_change(model, tmp_path, monkeypatch):
     settings = VLLMSettings(max_model_len=MAX_LEN, max_batch=8, dtype="float32")
     with pytest.raises(ValueError, match="no config.json.*config.sampler.hf_dir"):
@@ -175,18 +190,3 @@ def test_engine_exception_fails_the_waiting_generate_within_seconds(sampler):
         asyncio.run(asyncio.wait_for(sampler.generate(requests()[:2]), timeout=30))
     with pytest.raises(EngineFailed, match="injected engine fault"):
         asyncio.run(sampler.generate(requests()[:1]))
-
-
-def test_a_seeded_request_samples_the_same_tokens_alone_or_beside_others(sampler):
-    """SamplingParams.seed reaches vLLM as its per-request seed: the same request at T=1.0 gives
-    the same completion alone and among other requests; another seed, another completion."""
-    base = requests(temperature=1.0)
-
-    def seeded(request: GenerateRequest, seed: int) -> GenerateRequest:
-        return dataclasses.replace(request, params=dataclasses.replace(request.params, seed=seed))
-
-    [alone] = asyncio.run(sampler.generate([seeded(base[0], 7)]))
-    beside = asyncio.run(sampler.generate([base[1], seeded(base[0], 7), *base[2:]]))[1]
-    [other_seed] = asyncio.run(sampler.generate([seeded(base[0], 8)]))
-    assert beside.token_ids == alone.token_ids
-    assert other_seed.token_ids != alone.token_ids
