@@ -64,6 +64,13 @@ def launch(script: str, *flags: str, compilation_cache: Path) -> None:
     assert result.returncode == 0, f"{script} failed:\n{result.stderr[-6000:]}"
 
 
+def first_iteration(workdir: Path) -> dict[tuple[str, int], list[int]]:
+    """(task, rollout index) -> the episode's tokens, of the run's first iteration."""
+    lines = (workdir / "trajectories" / "iter_000000.jsonl").read_text().splitlines()
+    rows = map(json.loads, lines)
+    return {(row["task_id"], row["rollout_index"]): row["token_ids"] for row in rows}
+
+
 def metrics(workdir: Path) -> list[dict]:
     return [row for row in read_metrics(workdir) if "rollout/reward_mean" in row]
 
@@ -113,6 +120,11 @@ def test_grpo_raises_the_training_reward_well_above_the_lr0_control(tmp_path):
             assert row["train/sampler_ratio_min"] > 0.999, (name, row)
             assert row["train/sampler_ratio_max"] < 1.001, (name, row)
         curves[name] = [row["rollout/reward_mean"] for row in iterations]
+
+    # Seeded requests: the control's first iteration samples, token for token, what the GRPO++
+    # run's first did (same seeds, same SFT policy; another process, other container timing).
+    first = [first_iteration(tmp_path / name) for name in ("grpo", "control")]
+    assert first[0] == first[1] and len(first[0]) == 32
 
     # The control's policy never changes, and the GRPO++ run's first iteration samples the same
     # SFT start: together, 128 episodes estimate its success rate. The GRPO++ run's last three
