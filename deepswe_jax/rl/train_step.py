@@ -12,7 +12,10 @@ rl/objectives.py):
 Each micro-batch runs one jitted forward/backward that adds its gradient of the loss *sum*
 and its (sum, denominator) pair to running totals (buffers donated); one jitted update then
 divides by the total denominator, so k micro-batches give exactly the gradient of one big
-batch. Micro-batches may have different length buckets; each bucket compiles once.
+batch. Micro-batches may have different length buckets; each bucket compiles once. A step of a
+single micro-batch is one compiled program instead (forward, backward and update, state
+donated): no zeroed gradient buffer to add into and no second pass over the gradient, the
+same arithmetic (0 + g is g).
 
 Only the parameters matching `trainable` (an nnx filter; all by default) are differentiated,
 accumulated and seen by the optimizer; the rest are frozen inputs (LoRA:
@@ -37,9 +40,10 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
+from deepswe_jax.model import Qwen3ForCausalLM
 from deepswe_jax.parallel import DEFAULT_RULES, batch_sharding, state_shardings, use_rules
 from deepswe_jax.rl.batch import MicroBatch
+from deepswe_jax.rl.flops import training_flops
 from deepswe_jax.rl.logprobs import token_logprobs
 from deepswe_jax.rl.objectives import LossSettings, MicroBatchLoss, PolicyGradientLoss
 
@@ -73,22 +77,6 @@ def _batch_arrays(micro_batch: MicroBatch) -> dict[str, np.ndarray]:
     return {
         field.name: getattr(micro_batch, field.name) for field in dataclasses.fields(micro_batch)
     }
-
-
-def training_flops(model_config: Qwen3Config, micro_batches: Sequence[MicroBatch]) -> float:
-    """Model FLOPs of one forward + backward: 6 N per token plus causal attention.
-
-    N counts matmul parameters (the input embedding lookup is free unless tied to the output).
-    Attention: per layer and sequence of T tokens, QK^T and AV cost 2 * T^2 * heads * head_dim
-    forward (causal halves 4 T^2 h d), times 3 for forward + backward.
-    """
-    c = model_config
-    matmul_params = c.num_parameters - (
-        0 if c.tie_word_embeddings else c.vocab_size * c.hidden_size
-    )
-    lengths = np.concatenate([mb.sequence_lengths() for mb in micro_batches]).astype(np.float64)
-    attention = 6.0 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * (lengths**2).sum()
-    return 6.0 * matmul_params * lengths.sum() + attention
 
 
 class Trainer:
@@ -169,6 +157,11 @@ class Trainer:
         )
         self._update = jax.jit(
             self._apply_gradients,
+            out_shardings=(self.state_shardings, self._replicated),
+            donate_argnums=0,
+        )
+        self._single_step = jax.jit(
+            self._single_micro_batch_step,
             out_shardings=(self.state_shardings, self._replicated),
             donate_argnums=0,
         )
@@ -273,6 +266,14 @@ class Trainer:
         metrics = {"grad_norm": optax.tree.norm(grads), "update_norm": optax.tree.norm(updates)}
         return TrainState(state.step + 1, params, opt_state), metrics
 
+    def _single_micro_batch_step(
+        self, state: TrainState, batch: dict[str, jax.Array], old_logprobs: jax.Array | None
+    ) -> tuple[TrainState, dict[str, jax.Array]]:
+        """`accumulate_gradients` + `_apply_gradients` of one micro-batch, as one program."""
+        grads, sums = self._micro_batch_gradients(state.params, batch, old_logprobs)
+        state, update_metrics = self._apply_gradients(state, grads, sums["denominator"])
+        return state, {**sums, **update_metrics}
+
     def init_state(self, params: nnx.State) -> TrainState:
         """Places `params` (nnx.split(model, nnx.Param)[1]; donated) on the mesh, with fresh
         optimizer state."""
@@ -363,10 +364,17 @@ class Trainer:
           (new state, metrics as Python floats).
         """
         start = time.perf_counter()
-        grads, sums = self.accumulate_gradients(state.params, micro_batches, old_logprobs)
-        with jax.set_mesh(self.mesh), use_rules(self.rules):
-            state, update_metrics = self._update(state, grads, sums["denominator"])
-        host = jax.device_get({**sums, **update_metrics, "step": state.step})
+        if len(micro_batches) == 1 and (old_logprobs is None or len(old_logprobs) == 1):
+            with jax.set_mesh(self.mesh), use_rules(self.rules):
+                old = None if old_logprobs is None else old_logprobs[0]
+                batch = self._device_batch(micro_batches[0])
+                state, sums = self._single_step(state, batch, old)
+        else:
+            grads, sums = self.accumulate_gradients(state.params, micro_batches, old_logprobs)
+            with jax.set_mesh(self.mesh), use_rules(self.rules):
+                state, update_metrics = self._update(state, grads, sums["denominator"])
+            sums = {**sums, **update_metrics}
+        host = jax.device_get({**sums, "step": state.step})
         elapsed = time.perf_counter() - start
         return state, self._finalize(host, micro_batches, elapsed)
 
