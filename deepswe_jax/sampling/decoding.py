@@ -121,8 +121,7 @@ def prefill_step(
         values=cache.values.at[:, rows, :, :t].set(values, mode="drop"),
         lengths=cache.lengths.at[rows].set(prompt_lengths, mode="drop"),
     )
-    keys = row_keys(seeds, jnp.zeros_like(seeds, dtype=jnp.int32))  # each completion's token 0
-    tokens, logprobs = sample_next_tokens(last_logits, keys, temperature, top_p, top_k)
+    tokens, logprobs = sample_first_tokens(last_logits, temperature, top_p, top_k, seeds)
     return cache, tokens, logprobs
 
 
@@ -133,7 +132,8 @@ def sample_first_tokens(
     top_k: jax.Array,
     seeds: jax.Array,
 ) -> tuple[jax.Array, jax.Array]:
-    """`sample_next_tokens` of the first token of completions whose prompts an extend ran."""
+    """`sample_next_tokens` of each completion's first token (index 0 of its seed's draws),
+    after a prefill or after an extend ran its prompt."""
     keys = row_keys(seeds, jnp.zeros_like(seeds, dtype=jnp.int32))
     return sample_next_tokens(logits, keys, temperature, top_p, top_k)
 
