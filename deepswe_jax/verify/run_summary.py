@@ -43,7 +43,9 @@ def _reward_lines(rl_dir: Path) -> list[str]:
     for p in curve:
         extra = ""
         if p.kl is not None:
-            extra = f"   policy KL {p.kl:.4f}, entropy {p.entropy:.3f}"
+            # k3 KL of the last optimizer step's policy to the sampling policy: 1e-6..1e-3 on
+            # a healthy run, so in exponent form (4 decimals printed 0.0000 on most iterations).
+            extra = f"   policy KL {p.kl:.1e}, entropy {p.entropy:.3f}"
         lines.append(f"  {p.step:3d}  {p.reward:.2f} +- {p.stderr:.2f}{extra}")
     if len(curve) >= 2:
         thirds = compare_thirds(curve)

@@ -35,7 +35,7 @@ def test_summary_of_a_collapsing_run(tmp_path):
     rl_dir, eval_dir = write_run(tmp_path, [0.53, 0.50, 0.47, 0.72, 0.16, 0.31])
     text = main_job_summary(rl_dir, eval_dir, stage_seconds={"sft": 60.0, "rl": 540.0})
     lines = text.splitlines()
-    assert "    5  0.16 +- 0.06   policy KL 0.0020, entropy 0.100" in lines
+    assert "    5  0.16 +- 0.06   policy KL 2.0e-03, entropy 0.100" in lines
     assert any(line.startswith("first third 0.52 +- 0.06, last third 0.23") for line in lines)
     assert any(line.startswith("WARNING: step 5: training reward 0.16") for line in lines)
     assert "held-out Pass@1 12.5% +- 3.0 (64 tasks x 4 runs; statuses {})" in lines
