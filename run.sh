@@ -11,14 +11,24 @@
 # none answers, debootstrap and iproute2 (images, multi-host tests), the virtualenv .venv and its
 # pip packages (again only when setup.py changed). Both commands are idempotent: run again, they
 # reuse all of that, and the main job skips or resumes each stage in $DEEPSWE_RUN (default
-# runs/learn_tiny). Extra arguments after `main` go to every stage (e.g. --config.seed=1).
+# runs/learn_tiny). Extra arguments after `main` go to every stage (`./run.sh --config.seed=1`
+# is `./run.sh main --config.seed=1`).
 set -euo pipefail
 cd "$(dirname "$0")"
 export DEBIAN_FRONTEND=noninteractive
 VENV=${DEEPSWE_VENV:-.venv}
 RUN_DIR=${DEEPSWE_RUN:-runs/learn_tiny}
-COMMAND=${1:-main}
-[ $# -eq 0 ] || shift
+usage() {
+  echo "usage: ./run.sh [main|test] [arguments for the stages or pytest]" >&2
+  echo "  e.g. ./run.sh --config.seed=1   (main, seed 1);  ./run.sh test -k learning" >&2
+  exit 2
+}
+# The command comes first; arguments that start with - alone mean `main` with them.
+case "${1:-}" in
+  "" | -*) COMMAND=main ;;
+  main | test) COMMAND=$1 && shift ;;
+  *) usage ;;  # before any set-up: a typo costs nothing
+esac
 
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null 2>&1; then sudo "$@"; else
@@ -160,8 +170,5 @@ case "$COMMAND" in
     # so two share 2 cores well. DEEPSWE_TEST_WORKERS=0 runs them in this process, one by one.
     python -m pytest -q -n "${DEEPSWE_TEST_WORKERS:-2}" --dist=loadfile --no-loadscope-reorder "$@"
     ;;
-  *)
-    echo "usage: ./run.sh [main|test] [arguments for the stages or pytest]" >&2
-    exit 2
-    ;;
+  *) usage ;;
 esac

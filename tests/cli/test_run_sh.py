@@ -1,0 +1,25 @@
+"""./run.sh's command word: a typo is refused before any set-up (no virtualenv, no apt, no
+Docker), with the usage; `./run.sh --config.seed=1` means `main` with that argument."""
+
+import os
+import subprocess
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_an_unknown_command_prints_the_usage_before_any_set_up(tmp_path):
+    venv = tmp_path / "venv"
+    env = {**os.environ, "DEEPSWE_VENV": str(venv), "DEEPSWE_RUN": str(tmp_path / "run")}
+    result = subprocess.run(
+        ["bash", str(REPO_ROOT / "run.sh"), "tset", "-k", "learning"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,  # hang guard only
+    )
+    assert result.returncode == 2
+    assert "usage: ./run.sh [main|test]" in result.stderr
+    assert "./run.sh --config.seed=1" in result.stderr
+    assert result.stdout == ""  # no "== docker engine", no "== python environment"
+    assert not venv.exists() and not (tmp_path / "run").exists()
