@@ -124,6 +124,20 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   echo "$wanted" >"$stamp"
 fi
 
+# ==== set-up for the tests: the Docker base image ==============================================
+# Every Docker test starts from the debootstrap base image (deepswe_jax/env/docker/images.py,
+# ~1.5 min to build). Built here, beside vLLM's install, instead of inside the first tests, where
+# both pytest workers waited on its build lock. A failure here only leaves it to the first test
+# that needs it (the log says why).
+base_image() {
+  for _ in $(seq 1 300); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  "$VENV/bin/python" -c "from deepswe_jax.env.docker.images import ensure_base_image as e; e()" ||
+    echo "the base image was not built here; the first Docker test will build it"
+}
+if [ "$COMMAND" = test ]; then
+  in_background base-image "Docker base image" base_image
+fi
+
 # ==== set-up for the tests: vLLM (CPU build) for the vLLM sampler tests ========================
 if [ "$COMMAND" = test ]; then
   vllm_stamp="$VENV/.deepswe-vllm-installed"
