@@ -27,7 +27,9 @@ for ((id = 0; id < num_processes; id++)); do
     export JAX_NUM_PROCESSES="${num_processes}"
     export JAX_PROCESS_ID="${id}"
     export JAX_PLATFORMS=cpu
-    export XLA_FLAGS="--xla_force_host_platform_device_count=${devices_per_process}"
+    # The device count is this script's; other XLA flags of the caller's are kept.
+    other_flags=$(sed -E 's/--xla_force_host_platform_device_count=[0-9]+//g' <<<"${XLA_FLAGS:-}")
+    export XLA_FLAGS="--xla_force_host_platform_device_count=${devices_per_process} ${other_flags}"
     exec "$@" > >(sed -u "s/^/[${id}] /") 2>&1
   ) &
   pids+=($!)

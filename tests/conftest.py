@@ -21,8 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.cpu_devices import xla_flags
+
 # Must happen before JAX initializes its backends (any test module may import jax).
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+os.environ.setdefault("XLA_FLAGS", xla_flags(8))  # tests/cpu_devices.py: why the timeouts
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

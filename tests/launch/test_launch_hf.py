@@ -11,6 +11,8 @@ import torch
 import transformers
 from safetensors import safe_open
 
+from tests.cpu_devices import xla_flags
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -44,7 +46,7 @@ def _tensors(directory) -> dict[str, torch.Tensor]:
 
 
 def _launch(module: str, *flags: str) -> None:
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    env = dict(os.environ, XLA_FLAGS=xla_flags(4))
     result = subprocess.run(
         [sys.executable, "-m", module, *flags],
         cwd=REPO_ROOT,

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.cpu_devices import xla_flags
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GLOBAL_ROWS = 8  # per micro-batch: 2 rows per device on both layouts
 LENGTH = 64
@@ -122,7 +124,7 @@ def worker(out_dir: Path, name: str) -> None:
 def run(command: list[str], devices: int) -> None:
     env = {
         **os.environ,
-        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+        "XLA_FLAGS": xla_flags(devices),
         "PYTHONPATH": str(REPO_ROOT),  # configs/ for the worker script
     }
     result = subprocess.run(
