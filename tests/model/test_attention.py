@@ -1,5 +1,5 @@
-"""model/attention.py: the flash kernel (Pallas, interpret mode on CPU) and the sequence-length
-path equal the XLA attention with a dense mask, forward and gradients, packed and unpacked rows,
+"""model/attention.py: the flash kernel (Pallas, interpret mode on CPU), the sequence-length
+path and the XLA path's query blocks equal jax.nn's XLA attention with a dense mask, forward and gradients, packed and unpacked rows,
 on one device and sharded over 8."""
 
 import jax
@@ -9,7 +9,7 @@ import pytest
 from flax import nnx
 
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
-from deepswe_jax.model.attention import causal_attention
+from deepswe_jax.model.attention import causal_attention, query_block_attention
 from deepswe_jax.parallel import DEFAULT_RULES, make_mesh, use_rules
 
 BATCH, SEQ, HEADS, KV_HEADS, HEAD_DIM = 4, 64, 4, 2, 16
@@ -34,13 +34,25 @@ def qkv(seed=0):
     return q, k, v, weights
 
 
+def dense_attention(q, k, v, ids):
+    """The reference: jax.nn's XLA attention with a dense causal + same-segment mask."""
+    mask = ids[:, None, :, None] == ids[:, None, None, :]  # [b, 1, s, s]
+    return jax.nn.dot_product_attention(q, k, v, mask=mask, is_causal=True, implementation="xla")
+
+
 def value_and_grads(impl, packed, ids, mesh=None):
-    """sum(out * weights) over real tokens, and its gradients w.r.t. q, k, v."""
+    """sum(out * weights) over real tokens, and its gradients w.r.t. q, k, v. `impl` "dense" is
+    `dense_attention`; a callable is called as `impl(q, k, v, ids)`."""
     q, k, v, weights = qkv()
     real = jnp.asarray(ids > 0)[:, :, None, None]
+    if impl == "dense":
+        impl = dense_attention
 
     def loss(q, k, v):
-        out = causal_attention(q, k, v, jnp.asarray(ids), impl=impl, packed=packed)
+        if callable(impl):
+            out = impl(q, k, v, jnp.asarray(ids))
+        else:
+            out = causal_attention(q, k, v, jnp.asarray(ids), impl=impl, packed=packed)
         return jnp.sum(jnp.where(real, out * weights, 0.0)), out
 
     fn = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2), has_aux=True))
@@ -62,7 +74,7 @@ def assert_same(got, want):
 @pytest.mark.parametrize("packed", [True, False], ids=["packed", "unpacked"])
 def test_flash_kernel_matches_xla_with_a_dense_mask(packed):
     ids = segment_ids(packed)
-    want = value_and_grads("xla", True, ids)  # the dense [b, 1, s, s] segment mask
+    want = value_and_grads("dense", True, ids)
     assert_same(value_and_grads("pallas", packed, ids), want)
     if not packed:  # sequence lengths instead of a mask: the path cuDNN takes
         assert_same(value_and_grads("xla", False, ids), want)
@@ -72,8 +84,38 @@ def test_flash_kernel_matches_xla_with_a_dense_mask(packed):
 
 def test_flash_kernel_sharded_over_batch_and_heads_equals_one_device():
     ids = segment_ids(packed=True)
-    want = value_and_grads("xla", True, ids)
+    want = value_and_grads("dense", True, ids)
     assert_same(value_and_grads("pallas", True, ids, mesh=make_mesh(2, 2, 2)), want)
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["packed", "unpacked"])
+@pytest.mark.parametrize("block", [16, 24], ids=["4-blocks", "ragged-last-block"])
+def test_query_blocks_equal_the_dense_attention(packed, block):
+    # The XLA path computes each query block against the keys up to its end only (issue 29's
+    # speed-up); on real tokens it must equal the dense mask's attention, forward and gradients.
+    ids = segment_ids(packed)
+
+    def blocks(q, k, v, ids):
+        return query_block_attention(q, k, v, ids, packed=packed, block=block)
+
+    assert_same(value_and_grads(blocks, packed, ids), value_and_grads("dense", True, ids))
+
+
+def test_query_blocks_sharded_over_batch_and_heads_equal_the_dense_attention():
+    ids = segment_ids(packed=True)
+
+    def blocks(q, k, v, ids):
+        return query_block_attention(q, k, v, ids, block=24)
+
+    got = value_and_grads(blocks, True, ids, mesh=make_mesh(2, 2, 2))
+    assert_same(got, value_and_grads("dense", True, ids))
+
+
+def test_query_blocks_without_segment_ids_are_causal_over_the_whole_row():
+    q, k, v, _ = qkv()
+    ids = np.ones((BATCH, SEQ), np.int32)
+    got = query_block_attention(q, k, v, None, block=24)
+    np.testing.assert_allclose(got, dense_attention(q, k, v, jnp.asarray(ids)), atol=2e-6)
 
 
 def test_model_with_flash_kernel_matches_xla_logits_and_gradients():
@@ -124,5 +166,5 @@ def test_bad_implementation_and_row_length_are_explained():
 @pytest.mark.skipif(jax.default_backend() != "gpu", reason="cuDNN attention needs a GPU")
 def test_cudnn_with_sequence_lengths_matches_xla_on_gpu():
     ids = segment_ids(packed=False)
-    want = value_and_grads("xla", True, ids)
+    want = value_and_grads("dense", True, ids)
     assert_same(value_and_grads("cudnn", False, ids), want)
