@@ -9,7 +9,11 @@ import pytest
 from flax import nnx
 
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
-from deepswe_jax.model.attention import causal_attention, query_block_attention
+from deepswe_jax.model.attention import (
+    MAX_QUERY_BLOCKS,
+    causal_attention,
+    query_block_attention,
+)
 from deepswe_jax.parallel import DEFAULT_RULES, make_mesh, use_rules
 
 BATCH, SEQ, HEADS, KV_HEADS, HEAD_DIM = 4, 64, 4, 2, 16
@@ -109,6 +113,18 @@ def test_query_blocks_sharded_over_batch_and_heads_equal_the_dense_attention():
 
     got = value_and_grads(blocks, True, ids, mesh=make_mesh(2, 2, 2))
     assert_same(got, value_and_grads("dense", True, ids))
+
+
+def test_long_rows_take_larger_query_blocks_not_more_of_them():
+    # A 32K-token prefill must not unroll 256 blocks into every layer: past MAX_QUERY_BLOCKS
+    # the blocks grow instead (two matmuls per block).
+    q, k, v, _ = qkv()
+    jaxpr = jax.make_jaxpr(lambda q, k, v: query_block_attention(q, k, v, None, block=1))(q, k, v)
+    matmuls = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "dot_general"]
+    assert len(matmuls) == 2 * MAX_QUERY_BLOCKS
+    got = query_block_attention(q, k, v, None, block=1)
+    want = dense_attention(q, k, v, jnp.ones((BATCH, SEQ), jnp.int32))
+    np.testing.assert_allclose(got, want, atol=2e-6)
 
 
 def test_query_blocks_without_segment_ids_are_causal_over_the_whole_row():
