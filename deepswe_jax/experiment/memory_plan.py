@@ -22,6 +22,7 @@ from flax import nnx
 from ml_collections import ConfigDict
 
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
+from deepswe_jax.model.attention import query_block_scores_fraction
 from deepswe_jax.parallel.mesh import mesh_shape_for
 from deepswe_jax.parallel.sharding import logical_to_spec, variable_logical_axes
 from deepswe_jax.rl.batch import bucket_length, row_length_buckets
@@ -130,7 +131,9 @@ def plan_memory(
     # With remat, one layer is recomputed and differentiated at a time.
     working = int(tokens * everything * act_bytes) if config.remat != "none" else 0
     if attention == "xla":  # fp32 [heads, seq, seq] scores/probabilities: kept per layer, or live
-        scores = batch * math.ceil(c.num_attention_heads / tensor) * seq_len * seq_len * 4
+        # (the query blocks' share of them: model/attention.py)
+        dense = batch * math.ceil(c.num_attention_heads / tensor) * seq_len * seq_len * 4
+        scores = int(dense * query_block_scores_fraction(seq_len))
         if config.remat == "none":
             saved += 3 * c.num_hidden_layers * scores
         else:

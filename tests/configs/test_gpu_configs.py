@@ -38,9 +38,10 @@ def test_config_fits_80gb_per_device_with_margin(module, num_devices, params, ma
 
 
 def test_xla_attention_would_not_fit_the_32b_config():
-    """The issue's figure: fp32 [heads, seq, seq] scores of one layer take 179 GB per device."""
+    """fp32 [heads, seq, seq] scores of one layer: 179 GB per device dense (the issue's figure,
+    211.75 GB in all); the XLA path's query blocks compute 17/32 of them: still over 80 GB."""
     plan = plan_memory(deepswe_qwen3_32b.get_config(), 64, attention="xla")
-    assert round(plan.total / GB, 2) == 211.75
+    assert round(plan.total / GB, 2) == 130.21
 
 
 def test_one_gpu_config_fits_with_its_jax_sampler_beside_training():
