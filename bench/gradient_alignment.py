@@ -74,14 +74,15 @@ def sign_agreement(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def batch_gradients(
-    config, trajectories: list[Trajectory]
+    config, trajectories: list[Trajectory], devices=None
 ) -> tuple[TrainBatch, list[Trajectory], dict[str, np.ndarray]]:
     """The batch launch/train.py would build from `trajectories` (as one step), its resolved
-    trajectories, and the four gradients of the module docstring at config.init_from."""
+    trajectories, and the four gradients of the module docstring at config.init_from, on the
+    mesh of config.mesh over `devices` (default: all)."""
     resolved = [t for t in trajectories if t.reward > 0 and not t.infra_error]
     if not resolved:
         raise ValueError("no resolved trajectory, so no SFT direction to compare with")
-    mesh, rules = device_mesh(config), sharding_rules(config)
+    mesh, rules = device_mesh(config, devices), sharding_rules(config)
     params = initial_params(config, mesh, rules)
     settings = dataclasses.replace(update_settings(config), mini_batches=1)
     batch = update_batch(trajectories, settings)
