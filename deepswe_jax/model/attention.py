@@ -125,9 +125,8 @@ def query_block_attention(
     block: int = QUERY_BLOCK,
 ) -> jax.Array:
     """The XLA path: queries in blocks of `block` (larger past MAX_QUERY_BLOCKS blocks), each
-    against the keys up to its own end only,
-    so the masked upper triangle of the scores is mostly never computed (nor stored for the
-    backward pass). -> [b, s, h, d].
+    against the keys up to its own end only, so the masked upper triangle of the scores is mostly
+    never computed (nor stored for the backward pass). -> [b, s, h, d].
 
     The same arithmetic as `jax.nn.dot_product_attention`'s XLA path (fp32 logits, scaled, masked
     with its large negative, softmax, probabilities in the value dtype) over fewer keys; measured
