@@ -105,6 +105,8 @@ def _run_ours(spec: dict[str, Any]) -> dict[str, Any]:
 
     batch, seq = spec["batch"], spec["seq"]
     config = _config(spec["model_overrides"], seq)
+    if spec.get("loss_position_buckets"):
+        config.rl.loss_position_buckets = spec["loss_position_buckets"]
     assert config.rl.loss_mode == "seq_sum_const" and config.agent.max_context == seq // 2
     mesh = make_mesh(1, 1, 1, devices=jax.devices()[:1])
     trainer = make_trainer(config, mesh, sharding_rules(config))
@@ -311,7 +313,9 @@ def _hyper() -> dict[str, float]:
     }
 
 
-def _parent(case_names: list[str], warmup: int, repeats: int, tunix_python: str) -> None:
+def _parent(
+    case_names: list[str], warmup: int, repeats: int, tunix_python: str, buckets: int
+) -> None:
     import jax
     import transformers
 
@@ -322,7 +326,8 @@ def _parent(case_names: list[str], warmup: int, repeats: int, tunix_python: str)
     print(
         f"GRPO train step (fwd + bwd + AdamW), float32 on cpu ({CPUS} CPUs each side), median of "
         f"{repeats} steps after {warmup} warm-up; ours: jax {jax.__version__} "
-        f"({sys.executable}), tunix: {tunix_python}; hyperparameters {hyper}\n"
+        f"({sys.executable}), tunix: {tunix_python}; hyperparameters {hyper}; ours "
+        f"loss_position_buckets {buckets or 'from configs/tiny.py'}\n"
         "loss aggregation: ours seq_sum_const (L = seq/2), tunix sequence-mean-token-scale "
         "(norm = completion length = seq/2): the same loss; every row has seq/2 loss tokens, so "
         "token-mean would agree too. grad rel diff = max|g_ours - g_tunix| / max|g_tunix| of the "
@@ -347,6 +352,7 @@ def _parent(case_names: list[str], warmup: int, repeats: int, tunix_python: str)
                 "warmup": warmup,
                 "repeats": repeats,
                 "hyper": hyper,
+                "loss_position_buckets": buckets,
             }
             results = {
                 "ours": _spawn("ours", sys.executable, spec),
@@ -405,6 +411,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--cases", default="tiny-4x512,tiny-1x2048", help=f"of {sorted(CASES)}")
     parser.add_argument("--tunix-python", default=TUNIX_PYTHON)
+    parser.add_argument(
+        "--loss-position-buckets",
+        type=int,
+        default=0,
+        help="ours: config.rl.loss_position_buckets (the head scores loss positions only when "
+        "> 1); 0 = configs/tiny.py's value",
+    )
     parser.add_argument("--side", choices=("ours", "tunix"), help="internal: run one side")
     parser.add_argument("--spec", help="internal: the case as JSON (with --side)")
     args = parser.parse_args()
@@ -419,7 +432,7 @@ def main() -> None:
         unknown = sorted(set(cases) - set(CASES))
         if unknown:
             parser.error(f"unknown cases {unknown}; choose from {sorted(CASES)}")
-        _parent(cases, args.warmup, args.repeats, args.tunix_python)
+        _parent(cases, args.warmup, args.repeats, args.tunix_python, args.loss_position_buckets)
 
 
 if __name__ == "__main__":

@@ -99,6 +99,9 @@ def get_config() -> ml_collections.ConfigDict:
             # (DeepSWE's 8B script); rLLM's DeepSWE 32B script takes 8 (configs/deepswe_qwen3_32b.py)
             mini_batches=1,
             logprob_chunk=1024,  # sequence positions per chunk of the log-prob computation
+            # > 1: the vocabulary head scores only loss positions, gathered per row into k/B of
+            # the row length (<= B programs per length; LossSettings). 1 = every position.
+            loss_position_buckets=1,
             total_steps=200,  # RL iterations of a run
             # peak FLOP/s of one device for the MFU metric (e.g. 989e12, H100 bf16); None = off
             peak_flops_per_device=ml_collections.config_dict.placeholder(float),

@@ -124,6 +124,7 @@ def loss_settings(config: ml_collections.ConfigDict) -> LossSettings:
         max_response_len=config.agent.max_context,
         sequences=config.rl.loss_sequences,
         logprob_chunk=config.rl.logprob_chunk,
+        loss_position_buckets=config.rl.loss_position_buckets,
         temperature=config.sampler.temperature,
         rollout_correction=rollout_correction_settings(config),
     )

@@ -85,17 +85,20 @@ def make_trainer(
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective {objective!r} is not one of {OBJECTIVES}")
-    chunk = config.rl.logprob_chunk
+    head = {
+        "logprob_chunk": config.rl.logprob_chunk,
+        "loss_position_buckets": config.rl.loss_position_buckets,
+    }
     optimizer, loss, loss_fn = {
         "grpo": (optimizer_settings(config.rl), loss_settings(config), None),
         "sft": (
             sft_optimizer_settings(config),
-            LossSettings(logprob_chunk=chunk, temperature=1.0),
+            LossSettings(**head, temperature=1.0),
             sft.NegativeLogLikelihoodLoss(),
         ),
         "verifier": (
             optimizer_settings(config.rl),
-            LossSettings(logprob_chunk=chunk),
+            LossSettings(**head),
             sft.NegativeLogLikelihoodLoss(),
         ),
     }[objective]

@@ -11,12 +11,17 @@ decoder's, whose residuals are live then too. That case is one plain fused compu
 the map and the checkpoint, so the backward pass does not recompute the [batch, seq, vocab]
 logits matmul (a third of the head's matmul work; ~28% of the head's time for configs/tiny.py
 at 4 x 512 on CPU).
+
+`scored_logprobs` computes the head only where the loss reads it: each row's loss positions,
+gathered into a static capacity (`loss_position_index`, host side; LossSettings
+loss_position_buckets). Prompts and tool observations, most of an agent's row, skip the head.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from deepswe_jax.parallel import constrain
 
@@ -78,3 +83,65 @@ def token_logprobs(
     logprobs = logprobs.swapaxes(0, 1).reshape(batch, -1)[:, :seq]
     entropy = entropy.swapaxes(0, 1).reshape(batch, -1)[:, :seq]
     return logprobs, entropy
+
+
+def loss_position_index(loss_mask: np.ndarray, buckets: int) -> np.ndarray | None:
+    """Host side: [rows, capacity] int32 positions of each row's loss tokens, in order, padded
+    with the row length (out of range: `scored_logprobs` drops them), or None when scoring every
+    position is as cheap (buckets <= 1, or the fullest row needs the whole length).
+
+    The capacity is k/buckets of the row length for the least k that holds the row with the
+    most loss tokens, so one row length compiles at most `buckets` programs.
+    """
+    rows, length = loss_mask.shape
+    if buckets <= 1 or rows == 0:
+        return None
+    scored = loss_mask > 0
+    counts = scored.sum(axis=1)
+    grain = -(-length // buckets)
+    capacity = max(1, -(-int(counts.max()) // grain)) * grain
+    if capacity >= length:
+        return None
+    # A stable sort puts each row's loss positions first, in order.
+    order = np.argsort(~scored, axis=1, kind="stable")[:, :capacity]
+    valid = np.arange(capacity)[None, :] < counts[:, None]
+    return np.where(valid, order, length).astype(np.int32)
+
+
+def scored_logprobs(
+    hidden: jax.Array,
+    unembed: jax.Array,
+    targets: jax.Array,
+    index: jax.Array | None,
+    *,
+    chunk_size: int = 1024,
+    temperature: float = 1.0,
+) -> tuple[jax.Array, jax.Array]:
+    """`token_logprobs` at the positions `index` holds (from `loss_position_index`); 0 at the
+    others. index None: every position. Same shapes as `token_logprobs`.
+
+    The head's work shrinks to the gathered positions; its result is scattered back, so the
+    loss sees [batch, seq] arrays as before (positions outside the loss mask count for nothing).
+    """
+    if index is None:
+        return token_logprobs(
+            hidden, unembed, targets, chunk_size=chunk_size, temperature=temperature
+        )
+    seq = hidden.shape[1]
+    # Padding entries (== seq) read the last position and are dropped again by the scatter: their
+    # cotangent is zero, so they add nothing to any gradient.
+    inside = jnp.minimum(index, seq - 1)
+    gathered = jnp.take_along_axis(hidden, inside[..., None], axis=1)
+    logprobs, entropy = token_logprobs(
+        gathered,
+        unembed,
+        jnp.take_along_axis(targets, inside, axis=1),
+        chunk_size=chunk_size,
+        temperature=temperature,
+    )
+    rows = jnp.arange(hidden.shape[0])[:, None]
+    zeros = jnp.zeros(targets.shape, jnp.float32)
+    return (
+        zeros.at[rows, index].set(logprobs, mode="drop"),
+        zeros.at[rows, index].set(entropy, mode="drop"),
+    )

@@ -24,6 +24,11 @@ class LossSettings:
     sequences: which sequences a per-sequence mode divides by: 'all' (DeepSWE) | 'trained'
       (rl/loss.py).
     logprob_chunk: sequence positions per chunk of the log-prob computation.
+    loss_position_buckets: B > 1 scores only each row's loss positions: they are gathered into
+      k/B of the row length, the least k that holds the row with the most loss tokens, so the
+      vocabulary head (matmul, log-softmax, entropy) skips prompts and observations, at up to B
+      compiled programs per row length. 1 = every position, one program (the head's cost is
+      small beside a large model's decoder, and each program compiles for minutes there).
     temperature: the sampler's temperature, so trainer and sampler score the same distribution.
     rollout_correction: IS weights / rejection against the sampler's log-probs
       (rl/rollout_correction.py); off by default (DeepSWE).
@@ -35,6 +40,7 @@ class LossSettings:
     max_response_len: int = 32768
     sequences: str = "all"
     logprob_chunk: int = 1024
+    loss_position_buckets: int = 1
     temperature: float = 1.0
     rollout_correction: RolloutCorrectionSettings = RolloutCorrectionSettings()
 

@@ -44,7 +44,7 @@ from deepswe_jax.model import Qwen3ForCausalLM
 from deepswe_jax.parallel import DEFAULT_RULES, batch_sharding, state_shardings, use_rules
 from deepswe_jax.rl.batch import MicroBatch
 from deepswe_jax.rl.flops import training_flops
-from deepswe_jax.rl.logprobs import token_logprobs
+from deepswe_jax.rl.logprobs import loss_position_index, scored_logprobs
 from deepswe_jax.rl.objectives import LossSettings, MicroBatchLoss, PolicyGradientLoss
 
 
@@ -185,10 +185,11 @@ class Trainer:
         hidden = model.hidden_states(
             batch["input_ids"], batch["positions"], batch["segment_ids"], packed=self.packed_rows
         )
-        return token_logprobs(
+        return scored_logprobs(
             hidden,
             model.unembed_matrix().astype(model.dtype),
             batch["targets"],
+            batch.get("loss_index"),
             chunk_size=self.loss.logprob_chunk,
             temperature=self.loss.temperature,
         )
@@ -293,18 +294,28 @@ class Trainer:
             )
         return jax.make_array_from_process_local_data(self.batch_sharding, array)
 
-    def _device_batch(self, micro_batch: MicroBatch) -> dict[str, jax.Array]:
+    def _device_batch(
+        self, micro_batch: MicroBatch, *, loss_positions_only: bool = True
+    ) -> dict[str, jax.Array]:
+        """The micro-batch's arrays on the mesh; with `loss_positions_only`, also "loss_index"
+        (rl/logprobs.py `loss_position_index`) when LossSettings.loss_position_buckets allows."""
         if not self.packed_rows and micro_batch.segment_ids.max(initial=0) > 1:
             raise ValueError(
                 "a micro-batch row holds several packed sequences, but this Trainer was built "
                 "with packed_rows=False (one sequence per row); build it with packed_rows=True"
             )
-        return {name: self._put(array) for name, array in _batch_arrays(micro_batch).items()}
+        arrays = _batch_arrays(micro_batch)
+        buckets = self.loss.loss_position_buckets if loss_positions_only else 1
+        index = loss_position_index(micro_batch.loss_mask, buckets)
+        if index is not None:
+            arrays["loss_index"] = index
+        return {name: self._put(array) for name, array in arrays.items()}
 
     def logprobs(self, params: nnx.State, micro_batch: MicroBatch) -> jax.Array:
         """[rows, length] log-probs of the micro-batch's targets under `params` (old log-probs)."""
         with jax.set_mesh(self.mesh), use_rules(self.rules):
-            return self._logprobs(params, self._device_batch(micro_batch))
+            batch = self._device_batch(micro_batch, loss_positions_only=False)
+            return self._logprobs(params, batch)
 
     def compile_accumulation(
         self, params: nnx.State, micro_batch: MicroBatch

@@ -3,7 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from deepswe_jax.rl.logprobs import token_logprobs
+from deepswe_jax.rl.logprobs import loss_position_index, scored_logprobs, token_logprobs
 
 
 def unchunked(hidden, unembed, targets, temperature=1.0):
@@ -76,3 +76,67 @@ def test_chunked_temp_memory_is_a_quarter_of_naive_at_qwen3_vocab():
     full_logits = 4096 * 151_936 * 4
     assert naive >= full_logits
     assert chunked <= naive / 4, (chunked, naive)
+
+
+def test_loss_position_index_packs_each_rows_loss_positions_into_a_bucketed_capacity():
+    mask = np.zeros((3, 16), np.float32)
+    mask[0, [2, 3, 9]] = 1
+    mask[1, 5:10] = 1  # the fullest row: 5 tokens -> capacity 8 of 16 with 4 buckets
+    index = loss_position_index(mask, buckets=4)
+    np.testing.assert_array_equal(
+        index,
+        [[2, 3, 9, 16, 16, 16, 16, 16], [5, 6, 7, 8, 9, 16, 16, 16], [16] * 8],
+    )
+    assert index.dtype == np.int32
+    assert loss_position_index(mask, buckets=1) is None  # off
+    assert loss_position_index(mask, buckets=2).shape == (3, 8)  # half of 16
+    assert loss_position_index(mask, buckets=16).shape == (3, 5)
+    mask[2, :13] = 1
+    assert loss_position_index(mask, buckets=4) is None  # 13 tokens need the whole row
+    assert loss_position_index(np.zeros((2, 16)), buckets=4).shape == (2, 4)
+
+
+@pytest.mark.parametrize("chunk_size", [3, 64], ids=["chunked", "one_chunk"])
+def test_scoring_loss_positions_only_equals_scoring_all_of_them(chunk_size):
+    """Values and gradients at the loss positions are those of every-position scoring; the
+    others are 0 and add nothing to the gradient; the head's matmul covers the capacity only."""
+    rng = np.random.default_rng(1)
+    hidden = jnp.asarray(rng.normal(size=(2, 20, 16)), jnp.float32)
+    unembed = jnp.asarray(rng.normal(size=(16, 50)) * 0.3, jnp.float32)
+    targets = jnp.asarray(rng.integers(0, 50, size=(2, 20)), jnp.int32)
+    mask = (rng.random((2, 20)) < 0.3).astype(np.float32)
+    mask[0, -1] = 1  # the last position is a loss position too (padding reads it)
+    weights = jnp.asarray(rng.normal(size=(2, 20)) * mask, jnp.float32)
+    index = loss_position_index(mask, buckets=4)
+    assert index is not None and index.shape[1] < 20
+
+    def objective(score):
+        def scalar(h, u):
+            lp, ent = score(h, u)
+            return (lp * weights).sum() + 0.1 * (ent * mask).sum(), (lp, ent)
+
+        return jax.grad(scalar, argnums=(0, 1), has_aux=True)(hidden, unembed)
+
+    def some(h, u):
+        return scored_logprobs(h, u, targets, jnp.asarray(index), chunk_size=chunk_size)
+
+    def every(h, u):
+        return token_logprobs(h, u, targets, chunk_size=chunk_size)
+
+    (got_grads, (lp, ent)), (want_grads, (want_lp, want_ent)) = objective(some), objective(every)
+    loss = mask > 0
+    np.testing.assert_allclose(lp[loss], want_lp[loss], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ent[loss], want_ent[loss], rtol=1e-5, atol=1e-6)
+    assert not np.asarray(lp)[~loss].any() and not np.asarray(ent)[~loss].any()
+    for g, w in zip(got_grads, want_grads, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    assert not np.asarray(got_grads[0])[~loss].any()  # no gradient into unscored positions
+
+    capacity = index.shape[1]
+    head_shapes = [
+        eqn.outvars[0].aval.shape
+        for eqn in jax.make_jaxpr(some)(hidden, unembed).jaxpr.eqns
+        if eqn.primitive.name == "dot_general"
+    ]
+    if chunk_size >= capacity:
+        assert head_shapes == [(2, capacity, 50)]

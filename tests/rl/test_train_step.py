@@ -15,6 +15,7 @@ from deepswe_jax.agent.trajectory import StopReason, Trajectory
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import make_mesh
 from deepswe_jax.rl.batch import assemble_batch
+from deepswe_jax.rl.logprobs import loss_position_index
 from deepswe_jax.rl.objectives import LossSettings
 from deepswe_jax.rl.optimizer import OptimizerSettings, learning_rate_schedule, make_optimizer
 from deepswe_jax.rl.train_step import Trainer, training_flops
@@ -170,6 +171,35 @@ def test_sharded_step_on_8_devices_equals_single_device(single):
         trainer.logprobs(
             params, assemble_batch(make_trajectories()[:2], micro_batch_size=2).micro_batches[0]
         )
+
+
+def test_scoring_loss_positions_only_gives_the_same_gradient_and_metrics(single):
+    """LossSettings.loss_position_buckets: the head scores each row's loss positions gathered
+    into 20 of the 32 positions (8 buckets), accumulated, and in the one-program step with
+    recomputed old log-probs (the PPO reuse path); the gradient and sums are every-position
+    scoring's."""
+    _, params, whole, halves, want_grads, want_sums = single
+    (micro_batch,) = whole
+    index = loss_position_index(micro_batch.loss_mask, 8)
+    assert index is not None and index.shape == (8, 20)
+    loss = dataclasses.replace(LOSS, loss_position_buckets=8)
+    trainer = Trainer(
+        Qwen3ForCausalLM(MODEL, rngs=nnx.Rngs(0)),
+        make_optimizer(rl_config()),
+        loss,
+        mesh=make_mesh(devices=jax.devices()[:1]),
+    )
+    for micro_batches in (whole, halves):
+        grads, sums = trainer.accumulate_gradients(params, micro_batches)
+        assert_trees_close(normalized(grads, sums), want_grads)
+        for key in ("loss_sum", "denominator", "entropy_sum", "loss_tokens", "policy_ratio_max"):
+            np.testing.assert_allclose(sums[key], want_sums[key], rtol=1e-5)
+    old = [trainer.logprobs(params, micro_batch)]
+    assert np.asarray(old[0])[micro_batch.segment_ids > 0].all()  # scored everywhere
+    state = trainer.init_state(jax.tree.map(jnp.copy, params))
+    _, metrics = trainer.step(state, whole, old_logprobs=old)
+    assert metrics["ratio_max"] == pytest.approx(1.0, abs=1e-5)
+    assert metrics["entropy"] == pytest.approx(want_sums["entropy_sum"] / want_sums["loss_tokens"])
 
 
 def test_adamw_steps_move_logprobs_along_the_advantages(single):
