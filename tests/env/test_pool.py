@@ -10,10 +10,12 @@ import subprocess
 import sys
 import textwrap
 
+import docker.errors
 import pytest
 
 from deepswe_jax.env import observation
-from deepswe_jax.env.ownership import RUN_LABEL
+from deepswe_jax.env.docker.docker_api import remove_stale_containers
+from deepswe_jax.env.ownership import OWNER_LABEL, RUN_LABEL
 from deepswe_jax.env.pool import EnvPool
 from tests.env.test_grading import LabelledDockerFactory, container_events
 
@@ -170,6 +172,59 @@ def start_holder(task, label, count):
     )
     assert process.stdout.readline().strip() == "READY"
     return process
+
+
+def test_a_stale_container_another_process_is_removing_is_gone_when_removal_returns(
+    docker_client, base_image
+):
+    """CI failure (stop 30's run): after a kill -9, the other test worker's pool was already
+    removing the dead owner's containers; this process's removal got Docker's 409 ("removal
+    already in progress"), skipped it, and the container was still listed after the pool had
+    entered. Now a 409 waits until the other removal finishes. The other remover is played by
+    the engine itself: the first remove call answers 409 and the real removal happens while
+    this process polls."""
+    label = f"pytest-removing-{os.getpid()}"
+    container = docker_client.containers.create(
+        base_image,
+        command=["true"],
+        labels={RUN_LABEL: label, OWNER_LABEL: "nohost:1:0"},
+    )
+    real_remove, real_inspect = (
+        docker_client.api.remove_container,
+        docker_client.api.inspect_container,
+    )
+    polls = []
+
+    def busy_remove(container_id, **kwargs):
+        raise docker.errors.APIError("removal already in progress", response=Conflict())
+
+    def inspect(container_id):
+        polls.append(container_id)
+        if len(polls) == 3:  # the other remover finishes now
+            real_remove(container_id, force=True, v=True)
+        return real_inspect(container_id)
+
+    docker_client.api.remove_container = busy_remove
+    docker_client.api.inspect_container = inspect
+    try:
+        assert remove_stale_containers(docker_client, run_labels=(label,)) == []
+    finally:
+        docker_client.api.remove_container = real_remove
+        docker_client.api.inspect_container = real_inspect
+        if labelled(docker_client, label):
+            container.remove(force=True)
+    assert polls[:3] == [container.id] * 3 and labelled(docker_client, label) == []
+
+
+class Conflict:
+    """The response of Docker's 409 for docker.errors.APIError."""
+
+    status_code = 409
+    reason = "Conflict"
+    url = ""
+
+    def json(self):
+        return {"message": "removal of container is already in progress"}
 
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])

@@ -42,6 +42,23 @@ def retry_transient(
     raise AssertionError("unreachable")
 
 
+def _wait_until_removed(
+    client: docker.DockerClient, container_id: str, name: str, *, timeout_s: float = 120.0
+) -> None:
+    """Polls until the container is gone; warns (and returns) after `timeout_s`."""
+    deadline, delay = time.monotonic() + timeout_s, 0.05
+    while True:
+        try:
+            client.api.inspect_container(container_id)
+        except docker.errors.NotFound:
+            return
+        if time.monotonic() > deadline:
+            logger.warning("%s is still being removed after %.0fs; going on", name, timeout_s)
+            return
+        time.sleep(delay)
+        delay = min(2 * delay, 1.0)
+
+
 def remove_stale_containers(
     client: docker.DockerClient | None = None, *, run_labels: tuple[str, ...] = ()
 ) -> list[str]:
@@ -70,6 +87,9 @@ def remove_stale_containers(
         except docker.errors.APIError as e:
             if e.status_code != 409:  # 409: removal already in progress
                 raise
+            # Another process (e.g. another pool entering) is removing it: wait for that, so
+            # that no stale container is left when this returns.
+            _wait_until_removed(client, summary["Id"], name)
     if removed:
         logger.info("removed %d stale deepswe containers", len(removed))
     return removed
