@@ -105,8 +105,9 @@ def _run_ours(spec: dict[str, Any]) -> dict[str, Any]:
 
     batch, seq = spec["batch"], spec["seq"]
     config = _config(spec["model_overrides"], seq)
-    if spec.get("loss_position_buckets"):
-        config.rl.loss_position_buckets = spec["loss_position_buckets"]
+    for key, value in spec.get("ours_overrides", {}).items():
+        section, _, name = key.rpartition(".")
+        (config[section] if section else config)[name] = value
     assert config.rl.loss_mode == "seq_sum_const" and config.agent.max_context == seq // 2
     mesh = make_mesh(1, 1, 1, devices=jax.devices()[:1])
     trainer = make_trainer(config, mesh, sharding_rules(config))
@@ -314,7 +315,11 @@ def _hyper() -> dict[str, float]:
 
 
 def _parent(
-    case_names: list[str], warmup: int, repeats: int, tunix_python: str, buckets: int
+    case_names: list[str],
+    warmup: int,
+    repeats: int,
+    tunix_python: str,
+    ours_overrides: dict[str, int],
 ) -> None:
     import jax
     import transformers
@@ -327,7 +332,7 @@ def _parent(
         f"GRPO train step (fwd + bwd + AdamW), float32 on cpu ({CPUS} CPUs each side), median of "
         f"{repeats} steps after {warmup} warm-up; ours: jax {jax.__version__} "
         f"({sys.executable}), tunix: {tunix_python}; hyperparameters {hyper}; ours "
-        f"loss_position_buckets {buckets or 'from configs/tiny.py'}\n"
+        f"configs/tiny.py with {ours_overrides or 'no overrides'}\n"
         "loss aggregation: ours seq_sum_const (L = seq/2), tunix sequence-mean-token-scale "
         "(norm = completion length = seq/2): the same loss; every row has seq/2 loss tokens, so "
         "token-mean would agree too. grad rel diff = max|g_ours - g_tunix| / max|g_tunix| of the "
@@ -352,7 +357,7 @@ def _parent(
                 "warmup": warmup,
                 "repeats": repeats,
                 "hyper": hyper,
-                "loss_position_buckets": buckets,
+                "ours_overrides": ours_overrides,
             }
             results = {
                 "ours": _spawn("ours", sys.executable, spec),
@@ -418,6 +423,13 @@ def main() -> None:
         help="ours: config.rl.loss_position_buckets (the head scores loss positions only when "
         "> 1); 0 = configs/tiny.py's value",
     )
+    parser.add_argument(
+        "--scan-unroll",
+        type=int,
+        default=0,
+        help="ours: config.scan_unroll (layers per layer-scan iteration; >= the layer count "
+        "unrolls the loop); 0 = configs/tiny.py's value",
+    )
     parser.add_argument("--side", choices=("ours", "tunix"), help="internal: run one side")
     parser.add_argument("--spec", help="internal: the case as JSON (with --side)")
     args = parser.parse_args()
@@ -432,7 +444,12 @@ def main() -> None:
         unknown = sorted(set(cases) - set(CASES))
         if unknown:
             parser.error(f"unknown cases {unknown}; choose from {sorted(CASES)}")
-        _parent(cases, args.warmup, args.repeats, args.tunix_python, args.loss_position_buckets)
+        ours = {
+            "rl.loss_position_buckets": args.loss_position_buckets,
+            "scan_unroll": args.scan_unroll,
+        }
+        ours = {key: value for key, value in ours.items() if value}
+        _parent(cases, args.warmup, args.repeats, args.tunix_python, ours)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,9 @@ def get_config() -> ml_collections.ConfigDict:
     config.param_dtype = "float32"  # dtype parameters and optimizer state are stored in
     config.compute_dtype = "bfloat16"  # dtype of activations and matmuls
     config.remat = "full"  # rematerialization: 'none' | 'full' | 'save_dots' | 'offload'
+    # layers per iteration of the training forward's layer scan (>= layers: unrolled); unrolling
+    # compiles longer in proportion, so deep models keep 1
+    config.scan_unroll = 1
     # Full-sequence attention kernel (model/attention.py): 'xla' (CPU; dense [heads, seq, seq]
     # scores) | 'cudnn' (GPU: cuDNN flash attention with sequence lengths; packed rows take the
     # Pallas kernel) | 'pallas' (GPU: the Pallas flash kernel with segment ids; interpret mode

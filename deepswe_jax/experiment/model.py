@@ -41,8 +41,8 @@ def sharding_rules(config: ml_collections.ConfigDict) -> Rules:
 
 
 def model_factory(config: ml_collections.ConfigDict) -> Callable[[], Qwen3ForCausalLM]:
-    """Builds the policy of config.model (seeded by config.seed; dtypes, remat and attention
-    kernel from config)."""
+    """Builds the policy of config.model (seeded by config.seed; dtypes, remat, attention
+    kernel and layer-scan unrolling from config)."""
     model_config = Qwen3Config.from_hf_dict(config.model.to_dict(), source="config.model")
 
     def make_model() -> Qwen3ForCausalLM:
@@ -53,6 +53,7 @@ def model_factory(config: ml_collections.ConfigDict) -> Callable[[], Qwen3ForCau
             dtype=jnp.dtype(config.compute_dtype),
             remat=config.remat,
             attention_impl=config.attention,
+            scan_unroll=config.scan_unroll,
         )
 
     return make_model

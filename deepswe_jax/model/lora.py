@@ -171,6 +171,7 @@ def merge_lora(model: Qwen3ForCausalLM) -> Qwen3ForCausalLM:
             dtype=model.dtype,
             remat=model.remat,
             attention_impl=model.attention_impl,
+            scan_unroll=model.scan_unroll,
         )
     )
     graphdef, state = nnx.split(abstract)

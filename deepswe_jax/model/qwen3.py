@@ -219,6 +219,10 @@ class Qwen3ForCausalLM(nnx.Module):
       remat: 'none' | 'full' | 'save_dots' | 'offload' (see ``remat_policy``).
       attention_impl: the full-sequence forward's attention kernel, 'xla' | 'cudnn' | 'pallas'
         (model/attention.py); ``decode`` attends over the cache with model/kv_cache.py.
+      scan_unroll: layers per iteration of the full-sequence forward's layer scan (lax.scan's
+        unroll; >= the layer count: no loop). Unrolled, XLA fuses across layers and skips the
+        loop's slicing of the stacked weights (~8% of a ~100M model's train step on CPU) but
+        compiles for longer, in proportion: keep 1 for deep models.
     """
 
     def __init__(
@@ -230,14 +234,20 @@ class Qwen3ForCausalLM(nnx.Module):
         dtype: jnp.dtype = jnp.float32,
         remat: RematPolicy = "none",
         attention_impl: AttentionImpl = "xla",
+        scan_unroll: int = 1,
     ):
         remat_policy(remat)  # validate the names early
+        if scan_unroll < 1:
+            raise ValueError(
+                f"scan_unroll must be >= 1 (layers per scan iteration), not {scan_unroll}"
+            )
         check_attention_impl(attention_impl)
         self.config = config
         self.param_dtype = param_dtype
         self.dtype = dtype
         self.remat = remat
         self.attention_impl = attention_impl
+        self.scan_unroll = scan_unroll
         init = nnx.initializers.normal(config.initializer_range)
         v, e = config.vocab_size, config.hidden_size
         self.embed_tokens = nnx.Param(
@@ -292,7 +302,12 @@ class Qwen3ForCausalLM(nnx.Module):
         policy = remat_policy(self.remat)
         if self.remat != "none":
             layer = jax.checkpoint(layer, policy=policy, prevent_cse=False)
-        x, _ = jax.lax.scan(layer, self._embed(input_ids), self.layers.stacked_params())
+        x, _ = jax.lax.scan(
+            layer,
+            self._embed(input_ids),
+            self.layers.stacked_params(),
+            unroll=min(self.scan_unroll, config.num_hidden_layers),
+        )
         return rms_norm(x, self.norm[...], config.rms_norm_eps, dtype)
 
     def __call__(

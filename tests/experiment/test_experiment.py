@@ -59,13 +59,17 @@ def test_settings_carry_the_values_of_their_config_sections():
 def test_one_trainer_builder_for_rl_sft_and_the_verifier():
     config = tiny.get_config()
     config.remat = "full"
+    config.scan_unroll = 4
+    config.rl.loss_position_buckets = 8
     config.rl.peak_flops_per_device = 1e12
     mesh, rules = make_mesh(), experiment.sharding_rules(config)
     trainer = experiment.make_trainer(config, mesh, rules)
     assert trainer.model_config.hidden_size == config.model.hidden_size
-    assert nnx.merge(trainer.graphdef, trainer.param_shardings).remat == "full"
+    policy = nnx.merge(trainer.graphdef, trainer.param_shardings)
+    assert policy.remat == "full" and policy.scan_unroll == 4
     assert trainer.loss.max_response_len == config.agent.max_context
     assert trainer.loss.logprob_chunk == config.rl.logprob_chunk
+    assert trainer.loss.loss_position_buckets == 8
     assert trainer.peak_flops_per_device == 1e12
     assert isinstance(trainer.loss_fn, PolicyGradientLoss)
     assert float(trainer.learning_rate(0)) == config.rl.lr  # no warmup in tiny

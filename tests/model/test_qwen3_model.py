@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -129,6 +131,33 @@ def test_remat_policies_give_the_same_gradients(random_model):
             grads[remat],
             grads["none"],
         )
+
+
+def test_unrolled_layer_scans_give_the_same_logits_and_gradients():
+    """scan_unroll 2 of 3 layers (a loop with a remainder) and 64 (no loop) against 1."""
+    ids = jnp.asarray(np.random.default_rng(6).integers(0, 128, (2, 8)))
+    three = dataclasses.replace(TINY, num_hidden_layers=3)
+    graphdef, state = nnx.split(Qwen3ForCausalLM(three, rngs=nnx.Rngs(1)))
+
+    def loss(state, unroll):
+        model = nnx.merge(graphdef, state)
+        model.scan_unroll = unroll
+        logits = model(ids)
+        return jnp.mean(jax.nn.log_softmax(logits)[..., 0]), logits
+
+    @jax.jit
+    def all_gradients(state):
+        return {unroll: jax.grad(loss, has_aux=True)(state, unroll) for unroll in (1, 2, 64)}
+
+    results = all_gradients(state)
+    for unroll in (2, 64):
+        jax.tree.map(
+            lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6, rtol=1e-5),
+            results[unroll],
+            results[1],
+        )
+    with pytest.raises(ValueError, match="scan_unroll must be >= 1"):
+        Qwen3ForCausalLM(three, rngs=nnx.Rngs(0), scan_unroll=0)
 
 
 def test_layers_are_stacked_and_dtypes_are_separate(random_model):
