@@ -28,7 +28,8 @@ class LossSettings:
       k/B of the row length, the least k that holds the row with the most loss tokens, so the
       vocabulary head (matmul, log-softmax, entropy) skips prompts and observations, at up to B
       compiled programs per row length. 1 = every position, one program (the head's cost is
-      small beside a large model's decoder, and each program compiles for minutes there).
+      small beside a large model's decoder, and each program compiles for minutes there). Multi-
+      process runs score every position (each process would pick its own capacity).
     temperature: the sampler's temperature, so trainer and sampler score the same distribution.
     rollout_correction: IS weights / rejection against the sampler's log-probs
       (rl/rollout_correction.py); off by default (DeepSWE).

@@ -305,7 +305,10 @@ class Trainer:
                 "with packed_rows=False (one sequence per row); build it with packed_rows=True"
             )
         arrays = _batch_arrays(micro_batch)
-        buckets = self.loss.loss_position_buckets if loss_positions_only else 1
+        # Each process sees only its own rows, so processes could pick different capacities:
+        # with several, every position is scored.
+        single_process = jax.process_count() == 1
+        buckets = self.loss.loss_position_buckets if loss_positions_only and single_process else 1
         index = loss_position_index(micro_batch.loss_mask, buckets)
         if index is not None:
             arrays["loss_index"] = index
