@@ -14,6 +14,7 @@ rows hold rather than the whole cache.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -197,3 +198,47 @@ def _attend_gathered_rows(
         )[0]
 
     return jax.lax.map(attend_row, (rows, q, new_k, new_v))
+
+
+def attend_each_row_cache(
+    q: jax.Array,
+    new_k: jax.Array,
+    new_v: jax.Array,
+    cache: KVCache,
+    layer: jax.Array,
+    reads: tuple[int, ...],
+    live: jax.Array,
+) -> jax.Array:
+    """``attend_cache_and_new`` of every cache row against its own filled slots only: row b reads
+    the shortest of ``reads`` that holds ``cache.lengths[b]``, and a row that is not ``live``
+    [b] bool reads nothing (its output is zeros). The rows run one after another in a device
+    loop, each picking its read length with a ``lax.switch``, so a step's attention reads what
+    the live rows hold rather than b times the longest. -> [b, t, h, d]."""
+    kv_heads, head_dim = new_k.shape[2], new_k.shape[3]
+
+    def read_row(read_length, row, q, new_k, new_v):
+        keys = jax.lax.dynamic_slice(
+            cache.keys, (layer, row, 0, 0, 0), (1, 1, kv_heads, head_dim, read_length)
+        )[0]
+        values = jax.lax.dynamic_slice(
+            cache.values, (layer, row, 0, 0, 0), (1, 1, kv_heads, read_length, head_dim)
+        )[0]
+        return attend_cache_and_new(
+            q[None],
+            keys.astype(q.dtype),
+            values.astype(q.dtype),
+            cache.lengths[row][None],
+            new_k[None],
+            new_v[None],
+        )[0]
+
+    branches = [functools.partial(read_row, n) for n in reads]
+    branches.append(lambda row, q, new_k, new_v: jnp.zeros_like(q))
+
+    def attend_row(inputs):
+        row, q, new_k, new_v, live = inputs
+        read = jnp.searchsorted(jnp.asarray(reads), cache.lengths[row])
+        return jax.lax.switch(jnp.where(live, read, len(reads)), branches, row, q, new_k, new_v)
+
+    rows = jnp.arange(q.shape[0])
+    return jax.lax.map(attend_row, (rows, q, new_k, new_v, live))

@@ -64,6 +64,7 @@ from deepswe_jax.model.kv_cache import (
     KEYS_LOGICAL_AXES,
     VALUES_LOGICAL_AXES,
     KVCache,
+    attend_each_row_cache,
     attend_layer_cache,
     read_lengths,
 )
@@ -383,6 +384,7 @@ class Qwen3ForCausalLM(nnx.Module):
         num_tokens: jax.Array | None = None,
         rows: jax.Array | None = None,
         logits_at: jax.Array | None = None,
+        each_row_reads: bool | None = None,
     ) -> tuple[jax.Array, KVCache]:
         """Run t new tokens per row against the cache (see the module docstring).
 
@@ -396,6 +398,10 @@ class Qwen3ForCausalLM(nnx.Module):
             b = the cache's batch.
           logits_at: [b] int, the one new token per row whose logits are wanted (a prompt's
             last); default all t.
+          each_row_reads: every row reads only its own filled slots (``attend_each_row_cache``:
+            a device loop over rows) instead of all rows reading as far as the longest one;
+            default on CPU, where attention reads are the cost of a decode step. Only without
+            ``rows``.
 
         Returns:
           logits [b, t, v] float32 ([b, 1, v] with ``logits_at``) and the updated cache.
@@ -413,12 +419,20 @@ class Qwen3ForCausalLM(nnx.Module):
         reads = read_lengths(cache.max_length)
         longest = jnp.max(jnp.where(num_tokens > 0, lengths, 0))
         read = jnp.searchsorted(jnp.asarray(reads), longest)
+        if each_row_reads is None:
+            each_row_reads = jax.default_backend() == "cpu"
+        each_row_reads = each_row_reads and rows is None
 
         def layer(x, layer_inputs):
             p, index = layer_inputs
             q, k, v = _project_qkv(p, x, positions, config, dtype)
             # Round through the cache dtype so this step sees what later steps will read.
             k, v = k.astype(cache_dtype), v.astype(cache_dtype)
+            if each_row_reads:
+                attended = attend_each_row_cache(
+                    q, k.astype(dtype), v.astype(dtype), cache, index, reads, num_tokens > 0
+                )
+                return _finish_layer(p, x, attended, config, dtype), (k, v)
             branches = [
                 functools.partial(
                     attend_layer_cache, cache=cache, layer=index, read_length=n, rows=rows

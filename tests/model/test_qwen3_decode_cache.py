@@ -95,17 +95,23 @@ def test_read_lengths_step_by_at_most_a_quarter_up_to_the_cache_length():
     assert kv_cache.read_lengths(16) == (16,)
 
 
-@pytest.mark.parametrize("read_bytes", [kv_cache.CPU_READ_BYTES, 1], ids=["all rows", "row by row"])
-def test_reads_bounded_by_the_longest_live_row_equal_the_full_forward(
-    random_model, monkeypatch, read_bytes
-):
-    """Steps read only the first R of 80 slots, R in (32, 48, 64, 80) the shortest holding every
-    row with real tokens: while the longest row (60 slots) pauses (num_tokens 0) the others read
-    48 slots, then 64 once a row passes 48 (a read one slot too short would hide a key). Read
-    whole or a row at a time (as on a CPU for large caches), every live row's logits equal the
-    full forward's, and the paused row resumes unharmed."""
+@pytest.mark.parametrize(
+    "each_row, read_bytes",
+    [(False, kv_cache.CPU_READ_BYTES), (False, 1), (True, kv_cache.CPU_READ_BYTES)],
+    ids=["longest row, all rows at once", "longest row, row by row", "each row its own"],
+)
+def test_bounded_reads_equal_the_full_forward(random_model, monkeypatch, each_row, read_bytes):
+    """Steps read only the first R of 80 slots, R in (32, 48, 64, 80). Batch-wide, R is the
+    shortest holding every row with real tokens: while the longest row (60 slots) pauses
+    (num_tokens 0) the others read 48 slots, then 64 once a row passes 48 (a read one slot too
+    short would hide a key), read whole or a row at a time (as on a CPU for large caches). Each
+    row its own (`attend_each_row_cache`, the CPU default): row 1 (5 slots) reads 32, row 0 48
+    then 64 (it passes 48), the paused row nothing. Every live row's logits equal the full
+    forward's, and the paused row resumes unharmed."""
     monkeypatch.setattr(kv_cache, "CPU_READ_BYTES", read_bytes)
-    step = nnx.jit(lambda m, ids, c, n: m.decode(ids, c, num_tokens=n))  # traced afresh
+    step = nnx.jit(  # traced afresh
+        lambda m, ids, c, n: m.decode(ids, c, num_tokens=n, each_row_reads=each_row)
+    )
     model = random_model
     sequences = np.random.default_rng(7).integers(0, 128, (4, 72))
     full = np.asarray(nnx.jit(lambda m, ids: m(ids))(model, jnp.asarray(sequences)))
