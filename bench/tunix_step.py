@@ -163,19 +163,14 @@ def _run_ours(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _run_tunix(spec: dict[str, Any]) -> dict[str, Any]:
-    import jax
+def tunix_qwen3(hf_dir: str):
+    """tunix's Qwen3 (float32, no mesh) of the transformers checkpoint in `hf_dir`, and its
+    tunix.models.qwen3.model.ModelConfig. Runs in the tunix venv (bench/tunix_sampler.py too)."""
     import jax.numpy as jnp
-    import optax
-    from flax import nnx
     from tunix.models.qwen3 import model as qwen3_model
     from tunix.models.qwen3 import params as qwen3_params
-    from tunix.rl import algo_core, common
-    from tunix.rl.grpo import grpo_learner
-    from tunix.sft import peft_trainer
 
-    batch, seq = spec["batch"], spec["seq"]
-    with open(os.path.join(spec["hf_dir"], "config.json")) as f:
+    with open(os.path.join(hf_dir, "config.json")) as f:
         hf = json.load(f)
     rope = hf.get("rope_parameters") or {}
     rope_theta = rope.get("rope_theta", hf.get("rope_theta"))
@@ -194,8 +189,22 @@ def _run_tunix(spec: dict[str, Any]) -> dict[str, Any]:
         use_tied_embedding=hf["tie_word_embeddings"],
     )
     model = qwen3_params.create_model_from_safe_tensors(
-        spec["hf_dir"], model_config, mesh=None, dtype=jnp.float32
+        hf_dir, model_config, mesh=None, dtype=jnp.float32
     )
+    return model, model_config
+
+
+def _run_tunix(spec: dict[str, Any]) -> dict[str, Any]:
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from flax import nnx
+    from tunix.rl import algo_core, common
+    from tunix.rl.grpo import grpo_learner
+    from tunix.sft import peft_trainer
+
+    batch, seq = spec["batch"], spec["seq"]
+    model, model_config = tunix_qwen3(spec["hf_dir"])
     num_params = sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
 
     hp = spec["hyper"]
@@ -208,7 +217,7 @@ def _run_tunix(spec: dict[str, Any]) -> dict[str, Any]:
     # grpo_loss_fn reads epsilon_high (DAPO's clip-high) and the learner-set temperature.
     algo_config.epsilon_high = hp["eps_high"]
     algo_config.temperature = 1.0
-    pad_id = hf["vocab_size"] - 1
+    pad_id = model_config.vocab_size - 1
     eos_id = -1  # unused by the loss; no token is -1
 
     def loss_fn(model, train_example):
@@ -216,7 +225,7 @@ def _run_tunix(spec: dict[str, Any]) -> dict[str, Any]:
             model, train_example, algo_config=algo_config, pad_id=pad_id, eos_id=eos_id
         )
 
-    arrays = _batch(hf["vocab_size"], batch, seq)
+    arrays = _batch(model_config.vocab_size, batch, seq)
     input_ids = arrays["tokens"][:, :-1]
     half = seq // 2
     example = common.TrainExample(
@@ -286,8 +295,12 @@ def _child(side: str, spec: dict[str, Any]) -> None:
     print(json.dumps(result))
 
 
-def _spawn(side: str, python: str, spec: dict[str, Any]) -> dict[str, Any]:
-    command = [python, os.path.abspath(__file__), f"--side={side}", f"--spec={json.dumps(spec)}"]
+def _spawn(
+    side: str, python: str, spec: dict[str, Any], script: str = os.path.abspath(__file__)
+) -> dict[str, Any]:
+    """Runs `script --side=side --spec=...` with `python` (the repository on the path of ours
+    only); returns the JSON of its last stdout line."""
+    command = [python, script, f"--side={side}", f"--spec={json.dumps(spec)}"]
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     if side == "ours":
         env["PYTHONPATH"] = REPO
