@@ -35,8 +35,8 @@ Caveats:
     paged or ragged attention); the loop runs until its step counter reaches prompt +
     new_tokens, so it runs new_tokens model steps after prefill (the last one's token falls
     outside the buffer and is dropped). Its Qwen3 computes prefill logits at every prompt
-    position (it has no decode_only_last_token). Ours is continuous batching with a host loop
-    per decode step and returns log-probs too.
+    position (it has no decode_only_last_token). Ours is continuous batching with one host round
+    trip per 8 decode steps (decoding.DECODE_STEPS), and returns log-probs too.
   - Ours runs without prefix caching: the timed calls repeat the same prompts, and tunix
     keeps nothing between calls.
   - The two sides run in separate processes one after the other, not interleaved call by call,

@@ -5,10 +5,17 @@ d = head_dim, c = cache slots read, L = layers.
 
 ``KVCache`` stores keys [L, b, k, d, C] and values [L, b, k, C, d]: in these layouts both
 attention products (q . keys over d, weights . values over c) are plain matmuls per row and head,
-so a decode step never transposes the cache. A step reads, per layer, only the first R slots,
-R the shortest of ``read_lengths(C)`` that holds every row with real tokens
-(``attend_layer_cache``, one ``lax.switch`` branch per R), so its attention costs what the live
-rows hold rather than the whole cache.
+so a decode step never transposes the cache. A step reads, per layer, only the first R slots
+of a row, R one of the static ``read_lengths(C)``, so its attention costs what the live rows
+hold rather than the whole cache:
+
+  * ``attend_each_row_cache`` (the CPU default): every row its own R, the shortest holding its
+    filled slots, in a device loop over the rows (rows that take no token read nothing). A
+    decode step at agent length is bound by these reads, and the rows' lengths differ by
+    thousands of slots (episodes at different turns);
+  * ``attend_layer_cache``: one R for the whole batch, the shortest holding every row with real
+    tokens (one ``lax.switch`` branch per R), the rows read together (a few at a time on CPU);
+    with ``rows``, the given rows one by one (a prompt extending a cached prefix).
 """
 
 from __future__ import annotations
@@ -62,6 +69,35 @@ def read_lengths(max_length: int, shortest: int = 32) -> tuple[int, ...]:
         lengths.add(size)
         size += max(shortest // 2, 1 << (size.bit_length() - 3))
     return tuple(sorted(lengths))
+
+
+def attend_cache(
+    q: jax.Array,
+    new_k: jax.Array,
+    new_v: jax.Array,
+    cache: KVCache,
+    layer: jax.Array,
+    num_tokens: jax.Array,
+    rows: jax.Array | None = None,
+    each_row_reads: bool | None = None,
+) -> jax.Array:
+    """A decode step's attention for one layer: the new tokens of each row (num_tokens [b] of
+    them real; a row with none reads nothing it needs) against its filled cache slots and
+    themselves, reading as the module docstring says. ``each_row_reads`` default: on CPU.
+    ``rows``: see ``attend_layer_cache`` (always read one by one). -> [b, t, h, d]."""
+    reads = read_lengths(cache.max_length)
+    if each_row_reads is None:
+        each_row_reads = jax.default_backend() == "cpu"
+    if each_row_reads and rows is None:
+        return attend_each_row_cache(q, new_k, new_v, cache, layer, reads, num_tokens > 0)
+    lengths = cache.lengths if rows is None else cache.lengths[rows]
+    longest = jnp.max(jnp.where(num_tokens > 0, lengths, 0))
+    branches = [
+        functools.partial(attend_layer_cache, cache=cache, layer=layer, read_length=n, rows=rows)
+        for n in reads
+    ]
+    read = jnp.searchsorted(jnp.asarray(reads), longest)
+    return jax.lax.switch(read, branches, q, new_k, new_v)
 
 
 def attend_cache_and_new(

@@ -40,7 +40,7 @@ batching): to start a new request in row b, set its length to 0 with
 call, which leaves them unchanged). ``positions`` default to the slot indices
 (``lengths[b] + i``). The caller keeps ``lengths + t <= C``; writes past the end are dropped.
 A step reads only the cache slots the rows with real tokens hold (rounded up to a few static
-lengths); the layer scan only reads the cache, and the new keys/values are written once after
+lengths; on CPU each row as far as its own length, elsewhere every row as far as the longest); the layer scan only reads the cache, and the new keys/values are written once after
 it, so with a donated cache a step writes L * b * t slots in place instead of copying the cache.
 
 Prompts into empty rows can skip the cache altogether: ``prefill(prompt_ids, prompt_lengths)``
@@ -50,7 +50,6 @@ prompts' keys/values in the cache layouts, for the caller to place in its rows (
 
 from __future__ import annotations
 
-import functools
 from typing import Literal
 
 import jax
@@ -64,9 +63,7 @@ from deepswe_jax.model.kv_cache import (
     KEYS_LOGICAL_AXES,
     VALUES_LOGICAL_AXES,
     KVCache,
-    attend_each_row_cache,
-    attend_layer_cache,
-    read_lengths,
+    attend_cache,
 )
 from deepswe_jax.parallel.sharding import constrain
 
@@ -414,32 +411,15 @@ class Qwen3ForCausalLM(nnx.Module):
         if num_tokens is None:
             num_tokens = jnp.full((batch,), t, jnp.int32)
         config, dtype, cache_dtype = self.config, self.dtype, cache.keys.dtype
-        # Read the fewest slots that hold every row with real tokens (the others' logits are
-        # meaningless): the first of the static read lengths that is long enough.
-        reads = read_lengths(cache.max_length)
-        longest = jnp.max(jnp.where(num_tokens > 0, lengths, 0))
-        read = jnp.searchsorted(jnp.asarray(reads), longest)
-        if each_row_reads is None:
-            each_row_reads = jax.default_backend() == "cpu"
-        each_row_reads = each_row_reads and rows is None
 
         def layer(x, layer_inputs):
             p, index = layer_inputs
             q, k, v = _project_qkv(p, x, positions, config, dtype)
             # Round through the cache dtype so this step sees what later steps will read.
             k, v = k.astype(cache_dtype), v.astype(cache_dtype)
-            if each_row_reads:
-                attended = attend_each_row_cache(
-                    q, k.astype(dtype), v.astype(dtype), cache, index, reads, num_tokens > 0
-                )
-                return _finish_layer(p, x, attended, config, dtype), (k, v)
-            branches = [
-                functools.partial(
-                    attend_layer_cache, cache=cache, layer=index, read_length=n, rows=rows
-                )
-                for n in reads
-            ]
-            attended = jax.lax.switch(read, branches, q, k.astype(dtype), v.astype(dtype))
+            attended = attend_cache(
+                q, k.astype(dtype), v.astype(dtype), cache, index, num_tokens, rows, each_row_reads
+            )
             return _finish_layer(p, x, attended, config, dtype), (k, v)
 
         # The scan only reads the cache; the new keys/values [L, b, t, k, d] are written once
