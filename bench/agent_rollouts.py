@@ -96,15 +96,16 @@ def unique_prompt_tokens(log: list) -> int:
 
 
 def run_model(name: str, workload: Workload, samplers: list[str], full_warmup: bool) -> None:
+    max_len = workload.max_context + 8
     config = dataclasses.replace(
         Qwen3Config.from_hf_dict(tiny.get_config().model.to_dict()),
         **MODELS[name],
-        max_position_embeddings=max(4096, workload.max_context),
+        # vLLM refuses a max_model_len past the model's positions.
+        max_position_embeddings=max(4096, max_len),
     )
     model = Qwen3ForCausalLM(config, rngs=nnx.Rngs(0))
     num_params = sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
     episodes = workload.tasks * workload.rollouts
-    max_len = workload.max_context + 8
     # Another draw of the same workload meets (and compiles) the shapes the timed run will.
     warmup = workload if full_warmup else dataclasses.replace(workload, rollouts=2, turns=(3, 3))
     print(f"\n{name}: {num_params:,} params, {episodes} episodes, contexts up to {max_len:,}")
