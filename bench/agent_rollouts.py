@@ -137,12 +137,16 @@ def run_model(name: str, workload: Workload, samplers: list[str], full_warmup: b
             )
         asyncio.run(run_all(sampler, warmup, config.vocab_size, first_task=1000))
         before = dataclasses.replace(sampler.prefill_counts)
-        compiled = getattr(sampler, "compilation_count", 0)
+        compiled = dict(getattr(sampler, "compilations", {}))
         start = time.perf_counter()
         log = asyncio.run(run_all(sampler, workload, config.vocab_size))
         seconds = time.perf_counter() - start
         computed = sampler.prefill_counts.computed_tokens - before.computed_tokens
-        compiled = getattr(sampler, "compilation_count", 0) - compiled
+        compiled = {
+            step: count - compiled[step]
+            for step, count in getattr(sampler, "compilations", {}).items()
+            if count > compiled[step]
+        }
         sampler.close()
         replies = {key: reply for key, _, reply in log}
         generated = sum(len(reply) for _, _, reply in log)
@@ -153,8 +157,7 @@ def run_model(name: str, workload: Workload, samplers: list[str], full_warmup: b
         print(
             f"{kind:>14}{seconds:>9.1f}{episodes / seconds:>12.3f}{generated / seconds:>11.0f}"
             f"{computed:>18,}{unique:>9,}{computed / unique:>7.2f}{cache_bytes / 2**20:>14.0f}"
-            f"{same:>13.2f}"
-            + (f"  ({compiled} programs compiled while timed)" if compiled else ""),
+            f"{same:>13.2f}" + (f"  (compiled while timed: {compiled})" if compiled else ""),
             flush=True,
         )
 

@@ -280,6 +280,11 @@ class SamplerPrograms:
         )
 
     @property
+    def compilations(self) -> dict[str, int]:
+        """Programs compiled so far, per step (over its shapes)."""
+        return {f.name: getattr(self, f.name)._cache_size() for f in dataclasses.fields(self)}
+
+    @property
     def compilation_count(self) -> int:
         """Programs compiled so far, over all steps and shapes."""
-        return sum(getattr(self, field.name)._cache_size() for field in dataclasses.fields(self))
+        return sum(self.compilations.values())

@@ -181,6 +181,11 @@ class JaxSampler:
         return self._programs.compilation_count
 
     @property
+    def compilations(self) -> dict[str, int]:
+        """``compilation_count`` per step: prefill, extend, copy, sample, decode."""
+        return self._programs.compilations
+
+    @property
     def prefill_counts(self) -> PrefillCounts:
         """Prompt tokens admitted so far: all, computed, and reused from cached prefixes."""
         return dataclasses.replace(self._counts)

@@ -1,0 +1,115 @@
+"""A decode call's cache reads: every row as far as the longest row, or each row its own length.
+
+  JAX_PLATFORMS=cpu python -m bench.decode_reads [--repeats 7]
+
+`Qwen3ForCausalLM.decode` with `each_row_reads` False (one read length for the batch, the
+shortest of kv_cache.read_lengths holding the longest live row) and True (kv_cache.
+attend_each_row_cache, the CPU default: each row its own read length, rows without a token read
+nothing), in one jitted call of decoding.DECODE_STEPS greedy steps, as the sampler's decode call
+runs them. Random float32 weights and cache contents; row lengths drawn uniformly in each case's
+range (agent episodes at different turns hold thousands of slots more or less than each other).
+The two programs alternate call by call after a warm-up; the table reports the fastest call of
+each (wall time; the machine is shared) and checks that both pick the same tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from bench.vllm_sampler import MODELS
+from configs import tiny
+from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
+from deepswe_jax.sampling.decoding import DECODE_STEPS
+
+# (model, rows, cache slots, shortest and longest row, rows taking tokens)
+CASES = (
+    ("tiny", 8, 3_648, 1_000, 3_600, 8),  # the agent bench's scaled draw, every episode decoding
+    ("tiny", 8, 3_648, 1_000, 3_600, 5),  # three of them between turns
+    ("tiny", 32, 11_568, 1_000, 11_000, 32),  # the full-size draw
+    ("tiny", 16, 1_024, 64, 400, 16),  # short rows of similar lengths
+    ("100M", 8, 3_648, 1_000, 3_600, 8),
+    ("100M", 64, 512, 64, 330, 64),  # single-turn batch 64
+)
+
+
+def decode_call(graphdef, live, each_row_reads, state, cache, tokens):
+    model = nnx.merge(graphdef, state)
+
+    def step(carry, _):
+        cache, tokens = carry
+        logits, cache = model.decode(
+            tokens[:, None], cache, num_tokens=live.astype(jnp.int32), each_row_reads=each_row_reads
+        )
+        tokens = jnp.argmax(logits[:, 0], -1).astype(jnp.int32)
+        return (cache, tokens), tokens
+
+    _, tokens = jax.lax.scan(step, (cache, tokens), jnp.arange(DECODE_STEPS))
+    return tokens
+
+
+def run_case(name, rows, slots, shortest, longest, live_rows, repeats):
+    config = dataclasses.replace(
+        Qwen3Config.from_hf_dict(tiny.get_config().model.to_dict()),
+        **MODELS[name],
+        max_position_embeddings=slots + DECODE_STEPS,
+    )
+    model = Qwen3ForCausalLM(config, rngs=nnx.Rngs(0))
+    graphdef, state = nnx.split(model)
+    cache = model.init_cache(batch_size=rows, max_length=slots)
+    cache = dataclasses.replace(
+        cache,
+        keys=0.1 * jax.random.normal(jax.random.key(1), cache.keys.shape),
+        values=jax.random.normal(jax.random.key(2), cache.values.shape),
+        lengths=jnp.asarray(np.random.default_rng(0).integers(shortest, longest, rows), jnp.int32),
+    )
+    live = jnp.arange(rows) < live_rows
+    tokens = jnp.ones((rows,), jnp.int32)
+    calls = {
+        each: jax.jit(functools.partial(decode_call, graphdef, live, each))
+        for each in (False, True)
+    }
+    picked = {each: np.asarray(call(state, cache, tokens)) for each, call in calls.items()}
+    seconds = {False: [], True: []}
+    for _ in range(repeats):
+        for each, call in calls.items():
+            start = time.perf_counter()
+            jax.block_until_ready(call(state, cache, tokens))
+            seconds[each].append(time.perf_counter() - start)
+    longest_row, each_row = min(seconds[False]), min(seconds[True])
+    same = bool((picked[False][:, :live_rows] == picked[True][:, :live_rows]).all())
+    print(
+        f"{name:>5}{rows:>6}{slots:>8,}{f'{shortest:,}-{longest:,}':>14}{live_rows:>6}"
+        f"{longest_row * 1e3:>14.1f}{each_row * 1e3:>12.1f}{longest_row / each_row:>9.2f}x"
+        f"{str(same):>7}",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    print(
+        f"{DECODE_STEPS} decode steps per call, float32, on {jax.default_backend()} "
+        f"({len(os.sched_getaffinity(0))} cores), load {os.getloadavg()[0]:.1f}, fastest of "
+        f"{args.repeats}; ms per call"
+    )
+    print(
+        f"{'model':>5}{'rows':>6}{'slots':>8}{'row lengths':>14}{'live':>6}"
+        f"{'longest row':>14}{'each row':>12}{'speedup':>10}{'same':>7}"
+    )
+    for case in CASES:
+        run_case(*case, args.repeats)
+
+
+if __name__ == "__main__":
+    main()
