@@ -184,7 +184,10 @@ def update_policy(
 
 def rollout_share(tasks: Sequence[Task], processes_per_engine: int) -> list[Task]:
     """This process's share of an iteration's tasks: they are split among the processes that
-    own a sampler (all, or the first of each group of `processes_per_engine`)."""
+    own a sampler (all, or the first of each group of `processes_per_engine`). A task goes
+    whole to one process, so its n rollouts and every turn of each reach one sampler, the one
+    holding their prefixes (session affinity: vLLM's prefix cache and JaxSampler's are per
+    engine)."""
     group, member = divmod(jax.process_index(), processes_per_engine)
     if member:
         return []

@@ -24,6 +24,8 @@ def test_jax_memory_fraction_becomes_xla_client_setting(monkeypatch):
 
 
 def test_only_engine_owners_roll_out(monkeypatch):
+    """Every task goes whole to exactly one engine owner: a group's rollouts and an episode's
+    turns all reach the engine that caches their prefixes (session affinity)."""
     tasks = list(range(6))
     monkeypatch.setattr(loop.jax, "process_count", lambda: 4)
     shares = {}
@@ -31,6 +33,7 @@ def test_only_engine_owners_roll_out(monkeypatch):
         monkeypatch.setattr(loop.jax, "process_index", lambda index=index: index)
         shares[index] = loop.rollout_share(tasks, processes_per_engine=2)
     assert shares == {0: [0, 2, 4], 1: [], 2: [1, 3, 5], 3: []}
+    assert sorted(task for share in shares.values() for task in share) == tasks
 
 
 def test_jax_sampler_refuses_a_shared_engine():
