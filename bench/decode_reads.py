@@ -6,7 +6,7 @@
 shortest of kv_cache.read_lengths holding the longest live row) and True (kv_cache.
 attend_each_row_cache, the CPU default: each row its own read length, rows without a token read
 nothing), in one jitted call of decoding.DECODE_STEPS greedy steps, as the sampler's decode call
-runs them. Random float32 weights and cache contents; row lengths drawn uniformly in each case's
+runs them, the cache donated as there. Random float32 weights and cache contents; row lengths drawn uniformly in each case's
 range (agent episodes at different turns hold thousands of slots more or less than each other).
 The two programs alternate call by call after a warm-up; the table reports the fastest call of
 each (wall time; the machine is shared) and checks that both pick the same tokens.
@@ -52,8 +52,8 @@ def decode_call(graphdef, live, each_row_reads, state, cache, tokens):
         tokens = jnp.argmax(logits[:, 0], -1).astype(jnp.int32)
         return (cache, tokens), tokens
 
-    _, tokens = jax.lax.scan(step, (cache, tokens), jnp.arange(DECODE_STEPS))
-    return tokens
+    (cache, _), tokens = jax.lax.scan(step, (cache, tokens), jnp.arange(DECODE_STEPS))
+    return cache, tokens
 
 
 def run_case(name, rows, slots, shortest, longest, live_rows, repeats):
@@ -73,18 +73,25 @@ def run_case(name, rows, slots, shortest, longest, live_rows, repeats):
     )
     live = jnp.arange(rows) < live_rows
     tokens = jnp.ones((rows,), jnp.int32)
+    lengths = np.asarray(cache.lengths)
+    # The cache is donated, as the sampler's decode call donates it (else every call copies it).
     calls = {
-        each: jax.jit(functools.partial(decode_call, graphdef, live, each))
+        each: jax.jit(functools.partial(decode_call, graphdef, live, each), donate_argnums=1)
         for each in (False, True)
     }
-    picked = {each: np.asarray(call(state, cache, tokens)) for each, call in calls.items()}
-    seconds = {False: [], True: []}
+    picked, seconds = {}, {False: [], True: []}
+    for each, call in calls.items():
+        cache, picked[each] = call(
+            state, dataclasses.replace(cache, lengths=jnp.asarray(lengths)), tokens
+        )
     for _ in range(repeats):
         for each, call in calls.items():
+            cache = dataclasses.replace(cache, lengths=jnp.asarray(lengths))
             start = time.perf_counter()
-            jax.block_until_ready(call(state, cache, tokens))
+            cache, _ = jax.block_until_ready(call(state, cache, tokens))
             seconds[each].append(time.perf_counter() - start)
     longest_row, each_row = min(seconds[False]), min(seconds[True])
+    picked = {each: np.asarray(tokens) for each, tokens in picked.items()}
     same = bool((picked[False][:, :live_rows] == picked[True][:, :live_rows]).all())
     print(
         f"{name:>5}{rows:>6}{slots:>8,}{f'{shortest:,}-{longest:,}':>14}{live_rows:>6}"
