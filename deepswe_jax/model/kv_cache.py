@@ -214,26 +214,36 @@ def _attend_gathered_rows(
 ) -> jax.Array:
     """``attend_layer_cache`` for query rows continuing cache rows ``rows`` [b], one row at a time
     (a prompt's many new tokens make [t, read_length] logits per head). -> [b, t, h, d]."""
-    kv_heads, head_dim = new_k.shape[2], new_k.shape[3]
+    attend_row = functools.partial(_attend_row, cache, layer, read_length)
+    return jax.lax.map(lambda inputs: attend_row(*inputs), (rows, q, new_k, new_v))
 
-    def attend_row(inputs):
-        row, q, new_k, new_v = inputs
-        keys = jax.lax.dynamic_slice(
-            cache.keys, (layer, row, 0, 0, 0), (1, 1, kv_heads, head_dim, read_length)
-        )[0]
-        values = jax.lax.dynamic_slice(
-            cache.values, (layer, row, 0, 0, 0), (1, 1, kv_heads, read_length, head_dim)
-        )[0]
-        return attend_cache_and_new(
-            q[None],
-            keys.astype(q.dtype),
-            values.astype(q.dtype),
-            cache.lengths[row][None],
-            new_k[None],
-            new_v[None],
-        )[0]
 
-    return jax.lax.map(attend_row, (rows, q, new_k, new_v))
+def _attend_row(
+    cache: KVCache,
+    layer: jax.Array,
+    read_length: int,
+    row: jax.Array,
+    q: jax.Array,
+    new_k: jax.Array,
+    new_v: jax.Array,
+) -> jax.Array:
+    """``attend_cache_and_new`` of one row's new tokens (q [t, h, d], new_k and new_v [t, k, d])
+    against the first ``read_length`` slots of cache row ``row`` in layer ``layer``."""
+    kv_heads, head_dim = new_k.shape[1], new_k.shape[2]
+    keys = jax.lax.dynamic_slice(
+        cache.keys, (layer, row, 0, 0, 0), (1, 1, kv_heads, head_dim, read_length)
+    )[0]
+    values = jax.lax.dynamic_slice(
+        cache.values, (layer, row, 0, 0, 0), (1, 1, kv_heads, read_length, head_dim)
+    )[0]
+    return attend_cache_and_new(
+        q[None],
+        keys.astype(q.dtype),
+        values.astype(q.dtype),
+        cache.lengths[row][None],
+        new_k[None],
+        new_v[None],
+    )[0]
 
 
 def attend_each_row_cache(
@@ -250,25 +260,7 @@ def attend_each_row_cache(
     [b] bool reads nothing (its output is zeros). The rows run one after another in a device
     loop, each picking its read length with a ``lax.switch``, so a step's attention reads what
     the live rows hold rather than b times the longest. -> [b, t, h, d]."""
-    kv_heads, head_dim = new_k.shape[2], new_k.shape[3]
-
-    def read_row(read_length, row, q, new_k, new_v):
-        keys = jax.lax.dynamic_slice(
-            cache.keys, (layer, row, 0, 0, 0), (1, 1, kv_heads, head_dim, read_length)
-        )[0]
-        values = jax.lax.dynamic_slice(
-            cache.values, (layer, row, 0, 0, 0), (1, 1, kv_heads, read_length, head_dim)
-        )[0]
-        return attend_cache_and_new(
-            q[None],
-            keys.astype(q.dtype),
-            values.astype(q.dtype),
-            cache.lengths[row][None],
-            new_k[None],
-            new_v[None],
-        )[0]
-
-    branches = [functools.partial(read_row, n) for n in reads]
+    branches = [functools.partial(_attend_row, cache, layer, n) for n in reads]
     branches.append(lambda row, q, new_k, new_v: jnp.zeros_like(q))
 
     def attend_row(inputs):
