@@ -2,14 +2,14 @@
 
   JAX_PLATFORMS=cpu python -m bench.decode_reads [--repeats 7]
 
-`Qwen3ForCausalLM.decode` with `each_row_reads` False (one read length for the batch, the
-shortest of kv_cache.read_lengths holding the longest live row) and True (kv_cache.
-attend_each_row_cache, the CPU default: each row its own read length, rows without a token read
-nothing), in one jitted call of decoding.DECODE_STEPS greedy steps, as the sampler's decode call
-runs them, the cache donated as there. Random float32 weights and cache contents; row lengths drawn uniformly in each case's
-range (agent episodes at different turns hold thousands of slots more or less than each other).
-The two programs alternate call by call after a warm-up; the table reports the fastest call of
-each (wall time; the machine is shared) and checks that both pick the same tokens.
+`Qwen3ForCausalLM.decode` with `each_row_reads` False (one read length for the batch, the shortest
+of kv_cache.read_lengths holding the longest live row) and True (kv_cache.attend_each_row_cache,
+the CPU default: each row its own read length, rows without a token read nothing), in one jitted
+call of decoding.DECODE_STEPS greedy steps, as the sampler's decode call runs them, the cache
+donated as there. Random float32 weights and cache contents; row lengths drawn uniformly in each
+case's range (agent episodes at different turns hold thousands of slots more or less than each
+other). The two programs alternate call by call after a warm-up; the table reports the fastest call
+of each (wall time; the machine is shared) and checks that both pick the same tokens.
 """
 
 from __future__ import annotations

@@ -40,8 +40,9 @@ batching): to start a new request in row b, set its length to 0 with
 call, which leaves them unchanged). ``positions`` default to the slot indices
 (``lengths[b] + i``). The caller keeps ``lengths + t <= C``; writes past the end are dropped.
 A step reads only the cache slots the rows with real tokens hold (rounded up to a few static
-lengths; on CPU each row as far as its own length, elsewhere every row as far as the longest); the layer scan only reads the cache, and the new keys/values are written once after
-it, so with a donated cache a step writes L * b * t slots in place instead of copying the cache.
+lengths; on CPU each row as far as its own length, elsewhere every row as far as the longest);
+the layer scan only reads the cache, and the new keys/values are written once after it, so
+with a donated cache a step writes L * b * t slots in place instead of copying the cache.
 
 Prompts into empty rows can skip the cache altogether: ``prefill(prompt_ids, prompt_lengths)``
 runs the full-sequence forward and returns the logits at each prompt's last token and the
