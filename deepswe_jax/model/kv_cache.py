@@ -1,13 +1,22 @@
-"""The KV cache of incremental decoding and attention over it (``Qwen3ForCausalLM.decode``).
+"""The KV caches of incremental decoding and attention over them (``Qwen3ForCausalLM.decode``).
 
 Shapes: b = batch, t = new tokens per row, h = query heads, k = kv heads, g = h // k,
-d = head_dim, c = cache slots read, L = layers.
+d = head_dim, c = cache slots read, L = layers, P = pages per layer, B = ``PAGE`` slots a page.
 
-``KVCache`` stores keys [L, b, k, d, C] and values [L, b, k, C, d]: in these layouts both
-attention products (q . keys over d, weights . values over c) are plain matmuls per row and head,
-so a decode step never transposes the cache. A step reads, per layer, only the first R slots
-of a row, R one of the static ``read_lengths(C)``, so its attention costs what the live rows
-hold rather than the whole cache:
+Two caches, one interface (``read_row``, ``read_rows``, ``with_new_tokens``, ``with_prompts``):
+
+  * ``KVCache`` (dense): every row owns ``C`` slots, keys [L, b, k, d, C] and values
+    [L, b, k, C, d];
+  * ``PagedKVCache``: rows own pages of ``PAGE`` slots in proportion to their length, named by a
+    page table [b, C // B]; keys [k, d, L * P, B] and values [k, L * P, B, d] (layer l's page p
+    at l * P + p). Rows may share pages (a group's common prompt), so one prompt's keys and
+    values are held once; the host (sampling/block_manager.py) owns the table.
+
+In these layouts both attention products (q . keys over d, weights . values over c) are plain
+matmuls per row and head, and a row's pages gather straight into them, so a decode step never
+transposes the cache. A step reads, per layer, only the first R slots of a row, R one of the
+static ``read_lengths(C)`` (all multiples of ``PAGE``), so its attention costs what the live
+rows hold rather than the whole cache:
 
   * ``attend_each_row_cache`` (the CPU default): every row its own R, the shortest holding its
     filled slots, in a device loop over the rows (rows that take no token read nothing). A
@@ -25,6 +34,12 @@ import functools
 
 import jax
 import jax.numpy as jnp
+
+from deepswe_jax.parallel.sharding import constrain
+
+# Slots per page of a PagedKVCache: vLLM's default block size, and the grain at which the
+# sampler's prefix index hashes tokens.
+PAGE = 16
 
 
 @jax.tree_util.register_dataclass
@@ -50,9 +65,153 @@ class KVCache:
         """Empty the rows where ``rows`` [batch] bool is True (their old slots become invisible)."""
         return dataclasses.replace(self, lengths=jnp.where(rows, 0, self.lengths))
 
+    def read_rows(self, layer: jax.Array, first_row: jax.Array, count: int, length: int):
+        """Slots 0 .. length - 1 of rows first_row .. first_row + count - 1 in one layer: keys
+        [count, k, d, c], values [count, k, c, d]."""
+        _, _, kv_heads, head_dim, _ = self.keys.shape
+        keys = jax.lax.dynamic_slice(
+            self.keys, (layer, first_row, 0, 0, 0), (1, count, kv_heads, head_dim, length)
+        )
+        values = jax.lax.dynamic_slice(
+            self.values, (layer, first_row, 0, 0, 0), (1, count, kv_heads, length, head_dim)
+        )
+        return keys[0], values[0]
+
+    def with_new_tokens(
+        self, keys: jax.Array, values: jax.Array, rows: jax.Array | None, num_tokens: jax.Array
+    ) -> KVCache:
+        """keys/values [L, b, t, k, d] of t new tokens per row written after rows' filled slots
+        (``rows`` [b], default all), lengths advanced by num_tokens [b]; tokens past a row's
+        num_tokens are written but not counted, writes past the end are dropped."""
+        t = keys.shape[2]
+        lengths = self.lengths if rows is None else self.lengths[rows]
+        slots = lengths[:, None] + jnp.arange(t, dtype=jnp.int32)  # [b, t]
+        # Row and slot indices on either side of sliced axes put the update's dims first:
+        # [b, t, L, k, d].
+        written = (jnp.arange(keys.shape[1]) if rows is None else rows)[:, None]
+        new_keys = self.keys.at[:, written, :, :, slots].set(
+            keys.transpose(1, 2, 0, 3, 4), mode="drop"
+        )
+        new_values = self.values.at[:, written, :, slots].set(
+            values.transpose(1, 2, 0, 3, 4), mode="drop"
+        )
+        new_lengths = lengths + num_tokens.astype(jnp.int32)
+        return KVCache(
+            keys=constrain(new_keys, KEYS_LOGICAL_AXES),
+            values=constrain(new_values, VALUES_LOGICAL_AXES),
+            lengths=new_lengths
+            if rows is None
+            else self.lengths.at[rows].set(new_lengths, mode="drop"),
+        )
+
+    def with_prompts(
+        self, keys: jax.Array, values: jax.Array, rows: jax.Array, lengths: jax.Array
+    ) -> KVCache:
+        """Prompts' keys [L, n, k, d, s] / values [L, n, k, s, d] (``Qwen3ForCausalLM.prefill``)
+        into slots 0 .. s - 1 of rows [n] (out of range: dropped), which then hold lengths [n]."""
+        s = keys.shape[4]
+        return KVCache(
+            keys=self.keys.at[:, rows, :, :, :s].set(keys, mode="drop"),
+            values=self.values.at[:, rows, :, :s].set(values, mode="drop"),
+            lengths=self.lengths.at[rows].set(lengths, mode="drop"),
+        )
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class PagedKVCache:
+    """Keys/values in pages of ``PAGE`` slots that rows hold through a page table (a pytree).
+
+    keys: [kv_heads, head_dim, layers, pages, PAGE]; values: [kv_heads, layers, pages, PAGE,
+    head_dim]; table: [batch, max_length // PAGE] int32, the pages of each row's slots in order
+    (entries past a row's pages: ``pages``, out of range); lengths: [batch] int32, filled slots
+    per row. Only slots below a row's new length are written, so a row that takes no token, or
+    one whose prefix pages other rows share, never writes a page past its own tokens.
+    """
+
+    keys: jax.Array
+    values: jax.Array
+    table: jax.Array
+    lengths: jax.Array
+
+    @property
+    def max_length(self) -> int:
+        return self.table.shape[1] * PAGE
+
+    def read_rows(self, layer: jax.Array, first_row: jax.Array, count: int, length: int):
+        """As ``KVCache.read_rows``: the rows' first length // PAGE pages, gathered."""
+        pages = jax.lax.dynamic_slice(self.table, (first_row, 0), (count, length // PAGE))
+        kv_heads, head_dim = self.keys.shape[0], self.keys.shape[1]
+        keys = self.keys[:, :, layer, pages]  # [k, d, count, n, B]
+        values = self.values[:, layer, pages]  # [k, count, n, B, d]
+        keys = keys.reshape(kv_heads, head_dim, count, length).transpose(2, 0, 1, 3)
+        values = values.reshape(kv_heads, count, length, head_dim).transpose(1, 0, 2, 3)
+        return keys, values
+
+    def with_new_tokens(
+        self, keys: jax.Array, values: jax.Array, rows: jax.Array | None, num_tokens: jax.Array
+    ) -> PagedKVCache:
+        """As ``KVCache.with_new_tokens``, except that tokens past a row's num_tokens are not
+        written (their page may belong to another row)."""
+        layers, batch, t = keys.shape[:3]
+        lengths = self.lengths if rows is None else self.lengths[rows]
+        slots = lengths[:, None] + jnp.arange(t, dtype=jnp.int32)  # [b, t]
+        table = self.table if rows is None else self.table[rows]
+        pages = jnp.take_along_axis(table, slots // PAGE, axis=1, mode="clip")
+        real = (jnp.arange(t) < num_tokens[:, None]) & (slots < self.max_length)
+        if rows is not None:
+            real &= (rows >= 0)[:, None] & (rows < self.table.shape[0])[:, None]
+        pages = jnp.where(real, pages, self.keys.shape[3])  # out of range: dropped
+        layer = jnp.arange(layers)[:, None, None]
+        page, offset = pages[None], (slots % PAGE)[None]  # [1, b, t] against layer [L, 1, 1]
+        new_keys = self.keys.at[:, :, layer, page, offset].set(
+            keys.transpose(3, 4, 0, 1, 2), mode="drop"
+        )  # indexed dims [k, d, L, b, t]
+        new_values = self.values.at[:, layer, page, offset].set(
+            values.transpose(3, 0, 1, 2, 4), mode="drop"
+        )  # [k, L, b, t, d]
+        new_lengths = lengths + num_tokens.astype(jnp.int32)
+        return dataclasses.replace(
+            self,
+            keys=constrain(new_keys, PAGED_KEYS_LOGICAL_AXES),
+            values=constrain(new_values, PAGED_VALUES_LOGICAL_AXES),
+            lengths=new_lengths
+            if rows is None
+            else self.lengths.at[rows].set(new_lengths, mode="drop"),
+        )
+
+    def with_prompts(
+        self, keys: jax.Array, values: jax.Array, rows: jax.Array, lengths: jax.Array
+    ) -> PagedKVCache:
+        """As ``KVCache.with_prompts``, whole pages at a time (s a multiple of ``PAGE``); pages
+        past a prompt's length are not written."""
+        layers, n, kv_heads, head_dim, s = keys.shape
+        count = s // PAGE
+        valid = (rows >= 0) & (rows < self.table.shape[0])
+        pages = self.table[jnp.clip(rows, 0, self.table.shape[0] - 1), :count]  # [n, count]
+        real = valid[:, None] & (jnp.arange(count) * PAGE < lengths[:, None])
+        pages = jnp.where(real, pages, self.keys.shape[3])[None]  # [1, n, count]
+        layer = jnp.arange(layers)[:, None, None]
+        keys = keys.reshape(layers, n, kv_heads, head_dim, count, PAGE)
+        values = values.reshape(layers, n, kv_heads, count, PAGE, head_dim)
+        return dataclasses.replace(
+            self,
+            keys=self.keys.at[:, :, layer, pages].set(
+                keys.transpose(2, 3, 0, 1, 4, 5), mode="drop"
+            ),  # [k, d, L, n, count, B]
+            values=self.values.at[:, layer, pages].set(
+                values.transpose(2, 0, 1, 3, 4, 5), mode="drop"
+            ),  # [k, L, n, count, B, d]
+            lengths=self.lengths.at[rows].set(lengths, mode="drop"),
+        )
+
+
+Cache = KVCache | PagedKVCache
 
 KEYS_LOGICAL_AXES = ("layers", "batch", "act_kv_heads", "head_dim", "cache_seq")
 VALUES_LOGICAL_AXES = ("layers", "batch", "act_kv_heads", "cache_seq", "head_dim")
+PAGED_KEYS_LOGICAL_AXES = ("act_kv_heads", "head_dim", "layers", None, None)
+PAGED_VALUES_LOGICAL_AXES = ("act_kv_heads", "layers", None, None, "head_dim")
 
 # XLA:CPU gives a library matmul (YNNPACK) a materialized copy of any sliced operand, so a
 # layer's cache slots are copied before they are read. Reading a few rows at a time keeps that
@@ -75,7 +234,7 @@ def attend_cache(
     q: jax.Array,
     new_k: jax.Array,
     new_v: jax.Array,
-    cache: KVCache,
+    cache: Cache,
     layer: jax.Array,
     num_tokens: jax.Array,
     rows: jax.Array | None = None,
@@ -159,7 +318,7 @@ def attend_layer_cache(
     q: jax.Array,
     new_k: jax.Array,
     new_v: jax.Array,
-    cache: KVCache,
+    cache: Cache,
     layer: jax.Array,
     read_length: int,
     rows: jax.Array | None = None,
@@ -182,13 +341,7 @@ def attend_layer_cache(
             rows -= 1
 
     def attend_rows(first_row, q, new_k, new_v, lengths):
-        n = q.shape[0]
-        keys = jax.lax.dynamic_slice(
-            cache.keys, (layer, first_row, 0, 0, 0), (1, n, kv_heads, head_dim, read_length)
-        )[0]
-        values = jax.lax.dynamic_slice(
-            cache.values, (layer, first_row, 0, 0, 0), (1, n, kv_heads, read_length, head_dim)
-        )[0]
+        keys, values = cache.read_rows(layer, first_row, q.shape[0], read_length)
         return attend_cache_and_new(
             q, keys.astype(q.dtype), values.astype(q.dtype), lengths, new_k, new_v
         )
@@ -207,7 +360,7 @@ def _attend_gathered_rows(
     q: jax.Array,
     new_k: jax.Array,
     new_v: jax.Array,
-    cache: KVCache,
+    cache: Cache,
     layer: jax.Array,
     read_length: int,
     rows: jax.Array,
@@ -219,7 +372,7 @@ def _attend_gathered_rows(
 
 
 def _attend_row(
-    cache: KVCache,
+    cache: Cache,
     layer: jax.Array,
     read_length: int,
     row: jax.Array,
@@ -229,13 +382,7 @@ def _attend_row(
 ) -> jax.Array:
     """``attend_cache_and_new`` of one row's new tokens (q [t, h, d], new_k and new_v [t, k, d])
     against the first ``read_length`` slots of cache row ``row`` in layer ``layer``."""
-    kv_heads, head_dim = new_k.shape[1], new_k.shape[2]
-    keys = jax.lax.dynamic_slice(
-        cache.keys, (layer, row, 0, 0, 0), (1, 1, kv_heads, head_dim, read_length)
-    )[0]
-    values = jax.lax.dynamic_slice(
-        cache.values, (layer, row, 0, 0, 0), (1, 1, kv_heads, read_length, head_dim)
-    )[0]
+    keys, values = cache.read_rows(layer, row, 1, read_length)
     return attend_cache_and_new(
         q[None],
         keys.astype(q.dtype),
@@ -250,7 +397,7 @@ def attend_each_row_cache(
     q: jax.Array,
     new_k: jax.Array,
     new_v: jax.Array,
-    cache: KVCache,
+    cache: Cache,
     layer: jax.Array,
     reads: tuple[int, ...],
     live: jax.Array,

@@ -60,12 +60,7 @@ from jax.ad_checkpoint import checkpoint_name
 
 from deepswe_jax.model.attention import AttentionImpl, causal_attention, check_attention_impl
 from deepswe_jax.model.config import Qwen3Config
-from deepswe_jax.model.kv_cache import (
-    KEYS_LOGICAL_AXES,
-    VALUES_LOGICAL_AXES,
-    KVCache,
-    attend_cache,
-)
+from deepswe_jax.model.kv_cache import PAGE, Cache, KVCache, PagedKVCache, attend_cache
 from deepswe_jax.parallel.sharding import constrain
 
 RematPolicy = Literal["none", "full", "save_dots", "offload"]
@@ -335,6 +330,23 @@ class Qwen3ForCausalLM(nnx.Module):
             lengths=jnp.zeros((batch_size,), jnp.int32),
         )
 
+    def init_paged_cache(
+        self, batch_size: int, pages: int, max_length: int, dtype: jnp.dtype | None = None
+    ) -> PagedKVCache:
+        """An empty ``PagedKVCache`` of ``pages`` pages per layer for ``batch_size`` rows of at
+        most ``max_length`` slots (a multiple of ``PAGE``); every table entry out of range."""
+        c = self.config
+        if max_length % PAGE:
+            raise ValueError(f"a paged cache's max_length must be a multiple of {PAGE}")
+        dtype = dtype or self.dtype
+        kv_heads, layers = c.num_key_value_heads, c.num_hidden_layers
+        return PagedKVCache(
+            keys=jnp.zeros((kv_heads, c.head_dim, layers, pages, PAGE), dtype),
+            values=jnp.zeros((kv_heads, layers, pages, PAGE, c.head_dim), dtype),
+            table=jnp.full((batch_size, max_length // PAGE), pages, jnp.int32),
+            lengths=jnp.zeros((batch_size,), jnp.int32),
+        )
+
     def prefill(
         self, input_ids: jax.Array, lengths: jax.Array, cache_dtype: jnp.dtype | None = None
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -377,18 +389,19 @@ class Qwen3ForCausalLM(nnx.Module):
     def decode(
         self,
         input_ids: jax.Array,
-        cache: KVCache,
+        cache: Cache,
         positions: jax.Array | None = None,
         num_tokens: jax.Array | None = None,
         rows: jax.Array | None = None,
         logits_at: jax.Array | None = None,
         each_row_reads: bool | None = None,
-    ) -> tuple[jax.Array, KVCache]:
+    ) -> tuple[jax.Array, Cache]:
         """Run t new tokens per row against the cache (see the module docstring).
 
         Args:
           input_ids: [b, t] new tokens (right-padded when rows have fewer than t).
-          cache: the KVCache from ``init_cache`` or a previous ``decode``.
+          cache: the KVCache (or PagedKVCache) from ``init_cache`` (``init_paged_cache``) or a
+            previous ``decode``.
           positions: [b, t] RoPE positions; default ``cache.lengths[:, None] + arange(t)``.
           num_tokens: [b] int, how many of the t tokens are real in each row (default t).
           rows: [b] int, the cache rows the b input rows continue (a subset of the cache's rows,
@@ -405,10 +418,9 @@ class Qwen3ForCausalLM(nnx.Module):
           logits [b, t, v] float32 ([b, 1, v] with ``logits_at``) and the updated cache.
         """
         batch, t = input_ids.shape
-        lengths = cache.lengths if rows is None else cache.lengths[rows]  # [b]
-        slots = lengths[:, None] + jnp.arange(t, dtype=jnp.int32)  # [b, t]
         if positions is None:
-            positions = slots
+            lengths = cache.lengths if rows is None else cache.lengths[rows]  # [b]
+            positions = lengths[:, None] + jnp.arange(t, dtype=jnp.int32)  # [b, t]
         if num_tokens is None:
             num_tokens = jnp.full((batch,), t, jnp.int32)
         config, dtype, cache_dtype = self.config, self.dtype, cache.keys.dtype
@@ -432,21 +444,5 @@ class Qwen3ForCausalLM(nnx.Module):
         if logits_at is not None:
             x = x[jnp.arange(batch), logits_at][:, None]  # [b, 1, e]
         hidden = rms_norm(x, self.norm[...], config.rms_norm_eps, dtype)
-        # Row and slot indices on either side of sliced axes put the update's dims first:
-        # [b, t, L, k, d].
-        written = (jnp.arange(batch) if rows is None else rows)[:, None]
-        keys = cache.keys.at[:, written, :, :, slots].set(
-            new_keys.transpose(1, 2, 0, 3, 4), mode="drop"
-        )
-        values = cache.values.at[:, written, :, slots].set(
-            new_values.transpose(1, 2, 0, 3, 4), mode="drop"
-        )
-        new_lengths = lengths + num_tokens.astype(jnp.int32)
-        new_cache = KVCache(
-            keys=constrain(keys, KEYS_LOGICAL_AXES),
-            values=constrain(values, VALUES_LOGICAL_AXES),
-            lengths=new_lengths
-            if rows is None
-            else cache.lengths.at[rows].set(new_lengths, mode="drop"),
-        )
+        new_cache = cache.with_new_tokens(new_keys, new_values, rows, num_tokens)
         return self._logits(hidden), new_cache

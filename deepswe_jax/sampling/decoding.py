@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from deepswe_jax.model.kv_cache import KVCache
+from deepswe_jax.model.kv_cache import Cache, KVCache
 
 # Decode steps per device call: one host round trip per DECODE_STEPS tokens (the per-step round
 # trip dominated small-model decoding). Queued requests join between calls.
@@ -98,7 +98,7 @@ def sample_next_tokens(
 def prefill_step(
     graphdef: nnx.GraphDef,
     state: nnx.State,
-    cache: KVCache,
+    cache: Cache,
     prompt_ids: jax.Array,
     prompt_lengths: jax.Array,
     rows: jax.Array,
@@ -106,7 +106,7 @@ def prefill_step(
     top_p: jax.Array,
     top_k: jax.Array,
     seeds: jax.Array,
-) -> tuple[KVCache, jax.Array, jax.Array]:
+) -> tuple[Cache, jax.Array, jax.Array]:
     """Prompts [n, t] (right-padded; true lengths [n]) into cache rows [n] (out of range = skip).
 
     Runs the prompts through `Qwen3ForCausalLM.prefill` (no cache read), writes their keys/values
@@ -114,13 +114,8 @@ def prefill_step(
     (cache, tokens [n], logprobs [n]).
     """
     model = nnx.merge(graphdef, state)
-    t = prompt_ids.shape[1]
     last_logits, keys, values = model.prefill(prompt_ids, prompt_lengths, cache.keys.dtype)
-    cache = KVCache(
-        keys=cache.keys.at[:, rows, :, :, :t].set(keys, mode="drop"),
-        values=cache.values.at[:, rows, :, :t].set(values, mode="drop"),
-        lengths=cache.lengths.at[rows].set(prompt_lengths, mode="drop"),
-    )
+    cache = cache.with_prompts(keys, values, rows, prompt_lengths)
     tokens, logprobs = sample_first_tokens(last_logits, temperature, top_p, top_k, seeds)
     return cache, tokens, logprobs
 
@@ -141,13 +136,13 @@ def sample_first_tokens(
 def extend_step(
     graphdef: nnx.GraphDef,
     state: nnx.State,
-    cache: KVCache,
+    cache: Cache,
     suffix_ids: jax.Array,
     suffix_lengths: jax.Array,
     starts: jax.Array,
     rows: jax.Array,
     count: jax.Array,
-) -> tuple[KVCache, jax.Array]:
+) -> tuple[Cache, jax.Array]:
     """Prompts whose first starts [n] tokens are already in cache rows [n]: runs only their
     remaining tokens, suffix_ids [n, t] (right-padded; true lengths [n], at least 1), attending
     to those cached slots, and writes them after the cached ones. Only the first `count` (int
@@ -200,7 +195,7 @@ def copy_prefixes(
 def decode_step(
     graphdef: nnx.GraphDef,
     state: nnx.State,
-    cache: KVCache,
+    cache: Cache,
     tokens: jax.Array,
     active: jax.Array,
     remaining: jax.Array,
@@ -210,7 +205,7 @@ def decode_step(
     top_k: jax.Array,
     seeds: jax.Array,
     positions: jax.Array,
-) -> tuple[KVCache, jax.Array, jax.Array]:
+) -> tuple[Cache, jax.Array, jax.Array]:
     """DECODE_STEPS decode steps on the device, without a host round trip between them.
 
     Feeds tokens [b] (one per row) and samples the next ones, step after step. A row stops
@@ -251,7 +246,7 @@ class SamplerPrograms:
     decode: Callable
 
     @classmethod
-    def build(cls, graphdef: nnx.GraphDef, cache_shardings: KVCache, mesh: Mesh) -> SamplerPrograms:
+    def build(cls, graphdef: nnx.GraphDef, cache_shardings: Cache, mesh: Mesh) -> SamplerPrograms:
         replicated = NamedSharding(mesh, PartitionSpec())
         step_out = (cache_shardings, replicated, replicated)
         return cls(
