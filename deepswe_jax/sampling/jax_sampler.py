@@ -54,7 +54,15 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
-from deepswe_jax.model.kv_cache import KEYS_LOGICAL_AXES, VALUES_LOGICAL_AXES, KVCache
+from deepswe_jax.model.kv_cache import (
+    KEYS_LOGICAL_AXES,
+    PAGE,
+    PAGED_KEYS_LOGICAL_AXES,
+    PAGED_VALUES_LOGICAL_AXES,
+    VALUES_LOGICAL_AXES,
+    KVCache,
+    PagedKVCache,
+)
 from deepswe_jax.model.qwen3 import Qwen3ForCausalLM
 from deepswe_jax.parallel import (
     DEFAULT_RULES,
@@ -65,6 +73,7 @@ from deepswe_jax.parallel import (
 )
 from deepswe_jax.parallel.sharding import Rules
 from deepswe_jax.sampling.base import Completion, GenerateRequest
+from deepswe_jax.sampling.block_manager import PageTable
 from deepswe_jax.sampling.decoding import DECODE_STEPS, SamplerPrograms
 from deepswe_jax.sampling.memory import refuse_what_cannot_fit
 from deepswe_jax.sampling.prefix_cache import Placement, PrefillCounts, RowPrefixCache
@@ -102,6 +111,11 @@ class JaxSampler:
       prefix_caching: keep finished requests' keys/values in their rows and compute only the
         part of a later prompt past its longest cached prefix (prefix_cache.py); False computes
         every prompt whole.
+      paged: a paged cache (block_manager.py): `max_batch` rows hold pages of 16 slots as they
+        grow, from a pool of max_cache_tokens // 16 pages (default max_batch rows' worth);
+        prompts share their common full pages instead of copying them; when the pool runs out,
+        the most recently admitted requests are preempted and run again later. False: every row
+        reserves `max_cache_len` slots.
     """
 
     syncs_global_arrays = False  # sync_weights reads every param whole on this process
@@ -119,6 +133,7 @@ class JaxSampler:
         max_cache_tokens: int | None = None,
         free_bytes: int | None = None,
         prefix_caching: bool = True,
+        paged: bool = False,
     ):
         if max_batch < 1 or max_cache_len < 2:
             raise ValueError(
@@ -131,39 +146,48 @@ class JaxSampler:
                     f"max_cache_len={max_cache_len:,}; raise sampler.max_cache_tokens to at least "
                     f"{max_cache_len:,}"
                 )
-            max_batch = min(max_batch, max_cache_tokens // max_cache_len)
+            if not paged:
+                max_batch = min(max_batch, max_cache_tokens // max_cache_len)
+        self.paged = paged
         self.max_batch = max_batch
         self.max_cache_len = max_cache_len
         config = model.config
         self.vocab_size = config.vocab_size
         self._mesh = mesh or make_mesh(1, 1, 1, devices=jax.devices()[:1])
         self._rules = tuple(rules)
-        self._length_buckets = powers_of_two_up_to(max_cache_len, min_prefill_len)
-        self._extend_buckets = powers_of_two_up_to(
-            min(EXTEND_CHUNK, max_cache_len), min_prefill_len
-        )
+        # A paged row's slots are whole pages: its length and every prompt bucket round up.
+        row_len = -(-max_cache_len // PAGE) * PAGE if paged else max_cache_len
+        grain = PAGE if paged else 1
+        self._length_buckets = _round_up(powers_of_two_up_to(row_len, min_prefill_len), grain)
+        self._extend_buckets = powers_of_two_up_to(min(EXTEND_CHUNK, row_len), min_prefill_len)
         self._count_buckets = powers_of_two_up_to(max_batch)
 
-        refuse_what_cannot_fit(model, max_batch, max_cache_len, self._mesh, self._rules, free_bytes)
+        if paged:
+            pages = (max_cache_tokens or max_batch * row_len) // PAGE
+            self.cache_pages = pages
+            refuse_what_cannot_fit(
+                model, 1, pages * PAGE, self._mesh, self._rules, free_bytes, paged=True
+            )
+            init_cache = functools.partial(model.init_paged_cache, max_batch, pages, row_len)
+        else:
+            refuse_what_cannot_fit(
+                model, max_batch, max_cache_len, self._mesh, self._rules, free_bytes
+            )
+            init_cache = functools.partial(model.init_cache, max_batch, max_cache_len)
         graphdef, state = nnx.split(model)
         self._state_shardings = state_shardings(state, self._mesh, self._rules)
         self._state_leaves, self._state_treedef = jax.tree.flatten(state)
         self._state = jax.device_put(state, self._state_shardings, may_alias=False)
 
-        cache = jax.eval_shape(functools.partial(model.init_cache, max_batch, max_cache_len))
-        cache_shardings = KVCache(
-            keys=logical_to_sharding(KEYS_LOGICAL_AXES, self._mesh, self._rules, cache.keys.shape),
-            values=logical_to_sharding(
-                VALUES_LOGICAL_AXES, self._mesh, self._rules, cache.values.shape
-            ),
-            lengths=logical_to_sharding(("batch",), self._mesh, self._rules, (max_batch,)),
-        )
-        self._cache = jax.jit(
-            functools.partial(model.init_cache, max_batch, max_cache_len),
-            out_shardings=cache_shardings,
-        )()
+        cache_shardings = self._cache_shardings(jax.eval_shape(init_cache))
+        self._cache = jax.jit(init_cache, out_shardings=cache_shardings)()
         self._programs = SamplerPrograms.build(graphdef, cache_shardings, self._mesh)
-        self._prefixes = RowPrefixCache(max_batch, max_cache_len, enabled=prefix_caching)
+        if paged:
+            self._table_sharding = cache_shardings.table
+            self._table_version = -1
+            self._prefixes = PageTable(max_batch, pages, row_len, enabled=prefix_caching)
+        else:
+            self._prefixes = RowPrefixCache(max_batch, max_cache_len, enabled=prefix_caching)
         self._counts = PrefillCounts()
         self._slots = Slots(max_batch, self._prefixes, seed)
 
@@ -173,6 +197,38 @@ class JaxSampler:
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="jax-sampler", daemon=True)
         self._thread.start()
+
+    def _cache_shardings(self, cache: KVCache | PagedKVCache) -> KVCache | PagedKVCache:
+        """Where the cache lives: kv heads by the rules; a dense cache's rows over the batch
+        axes, a paged cache's pool, table and lengths on every data-parallel device."""
+
+        def sharding(axes, shape):
+            return logical_to_sharding(axes, self._mesh, self._rules, shape)
+
+        if isinstance(cache, PagedKVCache):
+            return PagedKVCache(
+                keys=sharding(PAGED_KEYS_LOGICAL_AXES, cache.keys.shape),
+                values=sharding(PAGED_VALUES_LOGICAL_AXES, cache.values.shape),
+                table=sharding((None, None), cache.table.shape),
+                lengths=sharding((None,), cache.lengths.shape),
+            )
+        return KVCache(
+            keys=sharding(KEYS_LOGICAL_AXES, cache.keys.shape),
+            values=sharding(VALUES_LOGICAL_AXES, cache.values.shape),
+            lengths=sharding(("batch",), cache.lengths.shape),
+        )
+
+    def _sync_table(self) -> None:
+        """Hands a paged cache the host's page table when it changed."""
+        if self.paged and self._prefixes.version != self._table_version:
+            table = jax.device_put(self._prefixes.table.copy(), self._table_sharding)
+            self._cache = dataclasses.replace(self._cache, table=table)
+            self._table_version = self._prefixes.version
+
+    @property
+    def preemptions(self) -> int:
+        """Requests a paged sampler preempted (ran again later) for want of pages."""
+        return self._prefixes.preemptions if self.paged else 0
 
     @property
     def compilation_count(self) -> int:
@@ -283,6 +339,7 @@ class JaxSampler:
         wave by wave: copies of cached prefixes first, then the rest of each prompt. Returns
         the requests that found no row this time (they wait at the front of the queue)."""
         placements = self._prefixes.place([s.prompt_ids for s in admitted], free)
+        self._sync_table()
         for wave in sorted({p.wave for p in placements}):
             placed = [(p, s) for p, s in zip(placements, admitted, strict=False) if p.wave == wave]
             copies = [p for p, _ in placed if p.source != p.row]
@@ -368,10 +425,28 @@ class JaxSampler:
             group = [entry for i, entry in enumerate(group) if i not in ending]
             done += length
 
+    def _grow_pages(self) -> None:
+        """Pages for every slot the next decode call may fill; requests preempted for want of
+        pages go back to the front of the queue, to run again from their prompts."""
+        remaining = self._slots.remaining()
+        needs = {
+            row: self._prefixes.filled(row) + min(DECODE_STEPS, int(remaining[row]))
+            for row in self._slots.occupied()
+        }
+        preempted = [self._slots.preempt(row) for row in self._prefixes.grow(needs)]
+        if preempted:
+            with self._queue_changed:
+                self._queue.extendleft(reversed(preempted))
+        self._sync_table()
+
     def _decode_once(self) -> None:
         """DECODE_STEPS tokens for every occupied slot, recorded step by step until each row's
         request ends (the device stopped feeding it at the same point)."""
+        if self.paged:
+            self._grow_pages()
         rows = self._slots.occupied()
+        if not rows:
+            return
         active = np.zeros(self.max_batch, bool)
         active[rows] = True
         self._cache, tokens, logprobs = self._programs.decode(
@@ -393,3 +468,8 @@ class JaxSampler:
             if not rows:
                 break
             self._slots.record(rows, tokens[step, rows], logprobs[step, rows])
+
+
+def _round_up(sizes: list[int], grain: int) -> list[int]:
+    """sizes rounded up to multiples of grain, without repeats."""
+    return sorted({-(-size // grain) * grain for size in sizes})

@@ -74,10 +74,12 @@ def refuse_what_cannot_fit(
     mesh: Mesh,
     rules: Rules,
     free_bytes: int | None,
+    paged: bool = False,
 ) -> None:
     """Raises ValueError, before anything is allocated, when a JaxSampler's weights plus the keys
-    and values of `slots` rows would not fit each device's free memory (None: what the device
-    reports), with the sizes and what to change."""
+    and values of `slots` rows of `max_cache_len` would not fit each device's free memory (None:
+    what the device reports), with the sizes and what to change. A paged cache is one row of
+    pages x 16 slots (its pool is not split over the batch axes)."""
     weights, cache = memory_per_device(
         model, slots=slots, max_cache_len=max_cache_len, mesh=mesh, rules=rules
     )
@@ -85,14 +87,27 @@ def refuse_what_cannot_fit(
     free = free_device_bytes(device) if free_bytes is None else free_bytes
     if weights + cache <= free:
         return
-    fitting_slots = max(int((free - weights) // (cache / slots)), 0)
     layers, slots, kv_heads, length, head_dim = cache_shape(model.config, slots, max_cache_len)
-    raise ValueError(
+    sizes = (
+        f"{layers} layers x keys and values x {kv_heads} kv heads x {head_dim} x "
+        f"{np.dtype(model.dtype).itemsize} bytes, over {mesh.size} device(s)"
+    )
+    needs = (
         f"JaxSampler needs {(weights + cache) / 1e9:,.1f} GB per device but {device} has "
-        f"{free / 1e9:,.1f} GB free: KV cache {cache / 1e9:,.1f} GB ({slots} slots x "
-        f"{length:,} tokens x {layers} layers x keys and values x {kv_heads} kv heads x "
-        f"{head_dim} x {np.dtype(model.dtype).itemsize} bytes, over "
-        f"{mesh.size} device(s)) plus weights {weights / 1e9:,.1f} GB. {fitting_slots} "
+        f"{free / 1e9:,.1f} GB free"
+    )
+    if paged:
+        fitting = max(int((free - weights) // (cache / length)), 0)
+        raise ValueError(
+            f"{needs}: KV cache {cache / 1e9:,.1f} GB ({length:,} tokens of pages x {sizes}) plus "
+            f"weights {weights / 1e9:,.1f} GB. {fitting:,} tokens fit: set "
+            f"sampler.max_cache_tokens={fitting:,} (at least the longest sequence), or shard "
+            "the sampler over more devices"
+        )
+    fitting_slots = max(int((free - weights) // (cache / slots)), 0)
+    raise ValueError(
+        f"{needs}: KV cache {cache / 1e9:,.1f} GB ({slots} slots x {length:,} tokens x {sizes}) "
+        f"plus weights {weights / 1e9:,.1f} GB. {fitting_slots} "
         f"slots fit: set sampler.max_batch={fitting_slots} or sampler.max_cache_tokens="
         f"{fitting_slots * length:,}, shorten agent.max_context, or shard the sampler over "
         "more devices"

@@ -24,6 +24,7 @@ class InFlight:
     future: asyncio.Future
     token_ids: list[int] = dataclasses.field(default_factory=list)
     logprobs: list[float] = dataclasses.field(default_factory=list)
+    seed: int | None = None  # drawn when the request first takes a row (slots.py)
 
     @classmethod
     def of(

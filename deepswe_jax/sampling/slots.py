@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from deepswe_jax.sampling.block_manager import PageTable
 from deepswe_jax.sampling.decoding import MAX_STOP_IDS
 from deepswe_jax.sampling.prefix_cache import RowPrefixCache
 from deepswe_jax.sampling.sequences import InFlight, deliver
 
 
 class Slots:
-    """Per-row host state of a `rows`-row cache; rows leave `prefixes` (prefix_cache.py)
-    informed of every token fed and every request that ends."""
+    """Per-row host state of a `rows`-row cache; rows leave `prefixes` (prefix_cache.py, or
+    block_manager.py for a paged cache) informed of every token fed and every request that ends."""
 
-    def __init__(self, rows: int, prefixes: RowPrefixCache, seed: int = 0):
+    def __init__(self, rows: int, prefixes: RowPrefixCache | PageTable, seed: int = 0):
         self.requests: list[InFlight | None] = [None] * rows
         self.seeds = np.zeros(rows, np.uint32)
         self._unseeded = np.random.default_rng(seed)
@@ -41,8 +42,9 @@ class Slots:
         """Gives `row` to `sequence`: its sampling parameters, seed and stop tokens."""
         p = sequence.params
         self.temperature[row], self.top_p[row], self.top_k[row] = p.temperature, p.top_p, p.top_k
-        seed = self._unseeded.integers(2**32) if p.seed is None else p.seed
-        self.seeds[row] = seed % 2**32
+        if sequence.seed is None:  # kept, so a preempted request restarts with the same draws
+            sequence.seed = int(self._unseeded.integers(2**32) if p.seed is None else p.seed)
+        self.seeds[row] = sequence.seed % 2**32
         self.stop_ids[row] = -1
         self.stop_ids[row, : len(p.stop_token_ids)] = p.stop_token_ids
         self.requests[row] = sequence
@@ -80,6 +82,15 @@ class Slots:
                 deliver(sequence, completion)
                 self.requests[row] = None
                 self._prefixes.release(row)
+
+    def preempt(self, row: int) -> InFlight:
+        """Takes `row`'s request back to be run again from its prompt (its tokens so far are
+        dropped; with its seed kept it draws them again). The caller released the row's pages."""
+        sequence = self.requests[row]
+        self.requests[row] = None
+        sequence.token_ids.clear()
+        sequence.logprobs.clear()
+        return sequence
 
     def fail(self, error: BaseException) -> None:
         """Delivers `error` to every row's request and frees the rows."""

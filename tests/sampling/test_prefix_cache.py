@@ -1,6 +1,8 @@
-"""JaxSampler's prefix reuse: a multi-turn episode and a group of rollouts give the same tokens and
-log-probs with reuse on and off, while the shared prefixes are computed once; eviction, waiting
-for a row and new weights never make it reuse the wrong keys/values."""
+"""JaxSampler's prefix reuse, on the dense cache and on the paged one: a multi-turn episode and a
+group of rollouts give the same tokens and log-probs with reuse on and off, while the shared
+prefixes are computed once; eviction, waiting for a row and new weights never make it reuse the
+wrong keys/values. The paged cache shares whole pages only (as vLLM's prefix caching shares
+whole blocks), so a prompt there recomputes up to PAGE - 1 more tokens than on the dense one."""
 
 import asyncio
 
@@ -9,6 +11,7 @@ import pytest
 from flax import nnx
 
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
+from deepswe_jax.model.kv_cache import PAGE
 from deepswe_jax.sampling import GenerateRequest, JaxSampler, SamplingParams, jax_sampler
 from deepswe_jax.sampling.prefix_cache import BLOCK, Placement, RowPrefixCache
 
@@ -39,11 +42,23 @@ def model() -> Qwen3ForCausalLM:
     return Qwen3ForCausalLM(CONFIG, rngs=nnx.Rngs(0))
 
 
+def reused(prompt_len: int, cached_len: int, paged: bool) -> int:
+    """Tokens of a prompt whose first `cached_len` tokens are cached that are not computed: the
+    last prompt token is always computed, and the paged cache reuses whole pages only."""
+    shared = min(cached_len, prompt_len - 1)
+    return shared // PAGE * PAGE if paged else shared
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["dense", "paged"])
+def paged(request) -> bool:
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def samplers(model):
+def samplers(model, paged):
     """(reuse on, reuse off), 2 rows each."""
-    on = JaxSampler(model, max_batch=2, **SIZES, prefix_caching=True)
-    off = JaxSampler(model, max_batch=2, **SIZES, prefix_caching=False)
+    on = JaxSampler(model, max_batch=2, **SIZES, prefix_caching=True, paged=paged)
+    off = JaxSampler(model, max_batch=2, **SIZES, prefix_caching=False, paged=paged)
     yield on, off
     on.close()
     off.close()
@@ -86,15 +101,16 @@ def test_multi_turn_episode_is_identical_with_and_without_reuse(samplers):
     assert computed < prompts / 2
 
 
-def test_group_of_rollouts_computes_the_shared_prompt_once(model, samplers):
+def test_group_of_rollouts_computes_the_shared_prompt_once(model, samplers, paged):
     _, off = samplers
-    sampler = JaxSampler(model, max_batch=4, **SIZES)
+    sampler = JaxSampler(model, max_batch=4, **SIZES, paged=paged)
     rng = np.random.default_rng(2)
     shared = random_ids(rng, 100)
     same = [GenerateRequest(shared, greedy(6)) for _ in range(4)]
     completions = asyncio.run(sampler.generate(same))
-    # The prompt once, then only its last token (whose logits start each completion) per copy.
-    assert sampler.prefill_counts.computed_tokens == 100 + 3
+    # The prompt once, then only its last token (whose logits start each completion) per copy,
+    # or (paged) its last partial page.
+    assert sampler.prefill_counts.computed_tokens == 100 + 3 * (100 - reused(100, 100, paged))
     [expected] = asyncio.run(off.generate(same[:1]))
     for completion in completions:
         assert completion.token_ids == expected.token_ids
@@ -106,7 +122,8 @@ def test_group_of_rollouts_computes_the_shared_prompt_once(model, samplers):
     forked = [GenerateRequest(shared + s, greedy(6)) for s in suffixes]
     before = sampler.prefill_counts.computed_tokens
     completions = asyncio.run(sampler.generate(forked))
-    assert sampler.prefill_counts.computed_tokens - before == 4 * 20  # the shared part is cached
+    computed = 4 * (120 - reused(120, 100, paged))  # the shared part is cached
+    assert sampler.prefill_counts.computed_tokens - before == computed
     expected = [c for r in forked for c in asyncio.run(off.generate([r]))]
     assert [c.token_ids for c in completions] == [c.token_ids for c in expected]
     for a, b in zip(completions, expected, strict=True):
@@ -114,20 +131,27 @@ def test_group_of_rollouts_computes_the_shared_prompt_once(model, samplers):
     sampler.close()
 
 
-def test_extends_of_any_count_and_suffix_length_compile_nothing_new(model, samplers, monkeypatch):
+def test_extends_of_any_count_and_suffix_length_compile_nothing_new(
+    model, samplers, paged, monkeypatch
+):
     """Episodes continuing alone and together, with suffixes shorter and longer than one extend
     call takes, run on the programs their first continuation compiled, with the tokens and
     log-probs reuse-off gives."""
     monkeypatch.setattr(jax_sampler, "EXTEND_CHUNK", 64)  # longer suffixes run in 64-token calls
     _, off = samplers
-    sampler = JaxSampler(model, max_batch=4, **SIZES)
+    sampler = JaxSampler(model, max_batch=4, **SIZES, paged=paged)
     rng = np.random.default_rng(5)
     prompts = [random_ids(rng, 30 + 10 * i) for i in range(3)]
+    cached = [0, 0, 0]  # tokens of each episode the cache holds after its last turn
+    expected_computed = []
     # (episodes continuing at once, observation tokens each then appends)
     turns = [((0, 1, 2), 20), ((0,), 130), ((0, 1, 2), 5), ((1, 2), 0)]
     compiled, computed = [], []
     for episodes, observation in turns:
         requests = [GenerateRequest(prompts[i], greedy(4)) for i in episodes]
+        expected_computed.append(
+            sum(len(prompts[i]) - reused(len(prompts[i]), cached[i], paged) for i in episodes)
+        )
         before = sampler.prefill_counts.computed_tokens
         got = asyncio.run(sampler.generate(requests))
         computed.append(sampler.prefill_counts.computed_tokens - before)
@@ -137,10 +161,13 @@ def test_extends_of_any_count_and_suffix_length_compile_nothing_new(model, sampl
         for a, b in zip(got, expected, strict=True):
             np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
         for i, completion in zip(episodes, got, strict=True):
+            cached[i] = len(prompts[i]) + len(completion.token_ids) - 1  # the last is not fed
             prompts[i] += completion.token_ids + random_ids(rng, observation)
-    # Each turn computes only each prompt's last reply token and the observation after it; the
-    # 131-token suffix takes three calls.
-    assert computed[1:] == [21, 131 + 21 + 21, 6 + 6]
+    # Each turn computes only each prompt's last reply token and the observation after it (and
+    # its partial last page when paged); the 131-token suffix takes three calls.
+    assert computed == expected_computed
+    if not paged:
+        assert computed[1:] == [21, 131 + 21 + 21, 6 + 6]
     # Count 1, then counts 3 and 2 with suffixes of 6 to 131 tokens: no new program.
     assert compiled[1] == compiled[2] == compiled[3]
     sampler.close()
@@ -162,9 +189,9 @@ def test_more_requests_than_rows_wait_and_stay_exact(samplers):
     assert [c.token_ids for [c] in got] == [c.token_ids for [c] in expected]
 
 
-def test_new_weights_are_never_served_from_old_keys_and_values(model):
+def test_new_weights_are_never_served_from_old_keys_and_values(model, paged):
     other = Qwen3ForCausalLM(CONFIG, rngs=nnx.Rngs(1))
-    sampler = JaxSampler(model, max_batch=2, **SIZES)
+    sampler = JaxSampler(model, max_batch=2, **SIZES, paged=paged)
     fresh = JaxSampler(other, max_batch=2, **SIZES, prefix_caching=False)
     prompt = random_ids(np.random.default_rng(4), 60)
     [first] = asyncio.run(sampler.generate([GenerateRequest(prompt, greedy(8))]))
