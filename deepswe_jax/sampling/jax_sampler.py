@@ -166,7 +166,7 @@ class JaxSampler:
             pages = (max_cache_tokens or max_batch * row_len) // PAGE
             self.cache_pages = pages
             refuse_what_cannot_fit(
-                model, 1, pages * PAGE, self._mesh, self._rules, free_bytes, paged=True
+                model, max_batch, row_len, self._mesh, self._rules, free_bytes, pages=pages
             )
             init_cache = functools.partial(model.init_paged_cache, max_batch, pages, row_len)
         else:

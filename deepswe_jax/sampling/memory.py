@@ -19,7 +19,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 
-from deepswe_jax.model.kv_cache import VALUES_LOGICAL_AXES
+from deepswe_jax.model.kv_cache import PAGE, PAGED_VALUES_LOGICAL_AXES, VALUES_LOGICAL_AXES
 from deepswe_jax.model.qwen3 import Qwen3ForCausalLM
 from deepswe_jax.parallel import DEFAULT_RULES, logical_to_sharding, state_shardings
 from deepswe_jax.parallel.sharding import Rules
@@ -52,15 +52,23 @@ def memory_per_device(
     max_cache_len: int,
     mesh: Mesh,
     rules: Rules = DEFAULT_RULES,
+    pages: int | None = None,
 ) -> tuple[int, int]:
     """(weights, KV cache) bytes on each device of a JaxSampler with `slots` cache rows of
-    `max_cache_len` positions on `mesh` (`model` may be abstract, from nnx.eval_shape)."""
+    `max_cache_len` positions on `mesh`, or with a paged cache of `pages` pages of ``PAGE``
+    tokens (shared by its rows; split over kv heads only) (`model` may be abstract, from
+    nnx.eval_shape)."""
     state = nnx.state(model)
     shardings = state_shardings(state, mesh, rules)
     weights = sum(
         _bytes_per_device(leaf.shape, leaf.dtype, sharding)
         for leaf, sharding in zip(jax.tree.leaves(state), jax.tree.leaves(shardings), strict=True)
     )
+    if pages is not None:
+        c = model.config
+        shape = (c.num_key_value_heads, c.num_hidden_layers, pages, PAGE, c.head_dim)
+        cache_sharding = logical_to_sharding(PAGED_VALUES_LOGICAL_AXES, mesh, rules, shape=shape)
+        return weights, 2 * _bytes_per_device(shape, model.dtype, cache_sharding)
     shape = cache_shape(model.config, slots, max_cache_len)
     # keys and values hold the same bytes, sharded alike (batch and kv heads)
     cache_sharding = logical_to_sharding(VALUES_LOGICAL_AXES, mesh, rules, shape=shape)
@@ -74,20 +82,21 @@ def refuse_what_cannot_fit(
     mesh: Mesh,
     rules: Rules,
     free_bytes: int | None,
-    paged: bool = False,
+    pages: int | None = None,
 ) -> None:
     """Raises ValueError, before anything is allocated, when a JaxSampler's weights plus the keys
-    and values of `slots` rows of `max_cache_len` would not fit each device's free memory (None:
-    what the device reports), with the sizes and what to change. A paged cache is one row of
-    pages x 16 slots (its pool is not split over the batch axes)."""
+    and values of `slots` rows of `max_cache_len` (or of a pool of `pages` pages) would not fit
+    each device's free memory (None: what the device reports), with the sizes and what to
+    change."""
     weights, cache = memory_per_device(
-        model, slots=slots, max_cache_len=max_cache_len, mesh=mesh, rules=rules
+        model, slots=slots, max_cache_len=max_cache_len, mesh=mesh, rules=rules, pages=pages
     )
     device = mesh.devices.flat[0]
     free = free_device_bytes(device) if free_bytes is None else free_bytes
     if weights + cache <= free:
         return
-    layers, slots, kv_heads, length, head_dim = cache_shape(model.config, slots, max_cache_len)
+    length = max_cache_len if pages is None else pages * PAGE
+    layers, slots, kv_heads, length, head_dim = cache_shape(model.config, slots, length)
     sizes = (
         f"{layers} layers x keys and values x {kv_heads} kv heads x {head_dim} x "
         f"{np.dtype(model.dtype).itemsize} bytes, over {mesh.size} device(s)"
@@ -96,11 +105,11 @@ def refuse_what_cannot_fit(
         f"JaxSampler needs {(weights + cache) / 1e9:,.1f} GB per device but {device} has "
         f"{free / 1e9:,.1f} GB free"
     )
-    if paged:
+    if pages is not None:
         fitting = max(int((free - weights) // (cache / length)), 0)
         raise ValueError(
-            f"{needs}: KV cache {cache / 1e9:,.1f} GB ({length:,} tokens of pages x {sizes}) plus "
-            f"weights {weights / 1e9:,.1f} GB. {fitting:,} tokens fit: set "
+            f"{needs}: KV cache {cache / 1e9:,.1f} GB ({pages:,} pages x {PAGE} tokens x "
+            f"{sizes}) plus weights {weights / 1e9:,.1f} GB. {fitting:,} tokens fit: set "
             f"sampler.max_cache_tokens={fitting:,} (at least the longest sequence), or shard "
             "the sampler over more devices"
         )
