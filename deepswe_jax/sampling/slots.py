@@ -78,10 +78,10 @@ class Slots:
                 self._prefixes.fed(row, sequence.token_ids[-1])
             self.next_tokens[row] = token
             completion = sequence.append(token, logprob)
-            if completion is not None:
-                deliver(sequence, completion)
+            if completion is not None:  # the row is free before its caller hears
                 self.requests[row] = None
                 self._prefixes.release(row)
+                deliver(sequence, completion)
 
     def preempt(self, row: int) -> InFlight:
         """Takes `row`'s request back to be run again from its prompt (its tokens so far are
@@ -95,6 +95,6 @@ class Slots:
     def fail(self, error: BaseException) -> None:
         """Delivers `error` to every row's request and frees the rows."""
         for row in self.occupied():
-            deliver(self.requests[row], error)
-            self.requests[row] = None
+            sequence, self.requests[row] = self.requests[row], None
             self._prefixes.release(row)
+            deliver(sequence, error)

@@ -1,0 +1,166 @@
+"""JaxSampler's paged cache (block_manager.py): rows hold pages as they grow, so a pool too small
+for every request at once preempts the youngest and runs it again, with the tokens and
+log-probs of an unconstrained sampler (greedy and seeded), and returns every page when done;
+PageTable shares only verified full pages, evicts the least recently used, tail pages first."""
+
+import asyncio
+
+import numpy as np
+import pytest
+from flax import nnx
+
+from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
+from deepswe_jax.model.kv_cache import PAGE
+from deepswe_jax.sampling import GenerateRequest, JaxSampler, SamplingParams, block_manager
+from deepswe_jax.sampling.block_manager import PageTable
+from deepswe_jax.sampling.prefix_cache import Placement
+
+CONFIG = Qwen3Config(
+    vocab_size=101,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    initializer_range=0.5,
+)
+MAX_LEN = 160  # 10 pages
+
+
+@pytest.fixture(scope="module")
+def model() -> Qwen3ForCausalLM:
+    return Qwen3ForCausalLM(CONFIG, rngs=nnx.Rngs(0))
+
+
+def requests(params) -> list[GenerateRequest]:
+    """Six requests of 20-70 prompt tokens (the first 16-64 shared) and 40-90 new tokens."""
+    rng = np.random.default_rng(0)
+    shared = tuple(int(t) for t in rng.integers(0, CONFIG.vocab_size, 64))
+    return [
+        GenerateRequest(
+            shared[: 16 * (1 + i % 4)] + tuple(int(t) for t in rng.integers(0, 101, 4 + i)),
+            params(40 + 10 * i, i),
+        )
+        for i in range(6)
+    ]
+
+
+def greedy(new_tokens, _):
+    return SamplingParams(temperature=0.0, max_new_tokens=new_tokens)
+
+
+def seeded(new_tokens, i):
+    return SamplingParams(temperature=1.0, max_new_tokens=new_tokens, seed=100 + i)
+
+
+async def concurrently(sampler, reqs):
+    return [c for [c] in await asyncio.gather(*(sampler.generate([r]) for r in reqs))]
+
+
+@pytest.mark.parametrize("params", [greedy, seeded], ids=["greedy", "seeded"])
+def test_a_pool_for_one_sequence_preempts_and_stays_exact(model, params):
+    """Six requests at once on a pool of exactly one full-length row (10 pages) and four rows:
+    they cannot all grow, so the youngest give way and run again; every completion equals that
+    of a dense sampler with room for all six, and all pages come back."""
+    reqs = requests(params)
+    roomy = JaxSampler(model, max_batch=6, max_cache_len=MAX_LEN, prefix_caching=False)
+    tight = JaxSampler(
+        model, max_batch=4, max_cache_len=MAX_LEN, min_prefill_len=PAGE, paged=True,
+        max_cache_tokens=MAX_LEN,
+    )  # fmt: skip
+    try:
+        expected = asyncio.run(concurrently(roomy, reqs))
+        got = asyncio.run(concurrently(tight, reqs))
+        assert tight.preemptions > 0
+        assert [c.token_ids for c in got] == [c.token_ids for c in expected]
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
+        pages = tight._prefixes
+        assert pages.free_pages() == tight.cache_pages == MAX_LEN // PAGE
+        assert not pages._refs.any() and (pages.table == pages.pages).all()
+    finally:
+        roomy.close()
+        tight.close()
+
+
+def test_rows_hold_pages_not_whole_rows(model):
+    """A budget of two full-length rows: the dense cache gets two rows, the paged one all eight
+    (its pool of 20 pages serves eight short requests at once, none preempted)."""
+    dense = JaxSampler(model, max_batch=8, max_cache_len=MAX_LEN, max_cache_tokens=2 * MAX_LEN)
+    paged = JaxSampler(
+        model, max_batch=8, max_cache_len=MAX_LEN, max_cache_tokens=2 * MAX_LEN, paged=True
+    )
+    try:
+        assert dense.max_batch == 2 and paged.max_batch == 8 and paged.cache_pages == 20
+        rng = np.random.default_rng(1)
+        reqs = [
+            GenerateRequest(tuple(int(t) for t in rng.integers(0, 101, 10)), greedy(5, 0))
+            for _ in range(8)
+        ]
+        busy = []
+        original = paged._prefixes.grow
+
+        def grow(needs):
+            busy.append(len(needs))
+            return original(needs)
+
+        paged._prefixes.grow = grow
+        got = asyncio.run(concurrently(paged, reqs))
+        assert max(busy) == 8 and paged.preemptions == 0
+        expected = asyncio.run(concurrently(dense, reqs))
+        assert [c.token_ids for c in got] == [c.token_ids for c in expected]
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
+    finally:
+        dense.close()
+        paged.close()
+
+
+def test_page_table_shares_verified_full_pages_and_evicts_tail_pages_first(monkeypatch):
+    pages = PageTable(rows=3, pages=8, max_len=4 * PAGE)
+    a = list(range(40))  # two full pages and a partial one
+    # A prompt continuing a in the same round shares the two full pages a writes in wave 0, in
+    # wave 1, and recomputes the partial third (vLLM shares whole blocks only).
+    placed = pages.place([a, a + [7]], free_rows=[0, 1, 2])
+    assert placed == [Placement(0, 0, 0, 0), Placement(1, 1, 2 * PAGE, 1)]
+    assert list(pages.table[0, :3]) == [0, 1, 2]
+    assert list(pages.table[1, :3]) == [0, 1, 3] and pages._refs[:4].tolist() == [2, 2, 1, 1]
+    pages.release(0)
+    pages.release(1)
+    # Pages 0 and 1 stay cached, a's tail page (1) first in line for eviction; the partial
+    # pages 2 and 3 are emptied.
+    assert list(pages._cached) == [1, 0] and pages.free_pages() == 8
+
+    small = PageTable(rows=2, pages=4, max_len=4 * PAGE)
+    small.place([a[:33]], free_rows=[0])  # pages 0, 1 full, 2 partial
+    small.release(0)
+    assert list(small._cached) == [1, 0]
+    # Three new pages: the two empty ones, then the least recently used cached one, page 1.
+    [b_placed] = small.place([list(range(100, 140))], free_rows=[0])
+    assert b_placed.reused == 0 and list(small.table[0, :3]) == [2, 3, 1]
+    assert list(small._cached) == [0]
+    small.release(0)
+    # a's first page survived (reused: 16), its second was evicted (recomputed).
+    [again] = small.place([a[:33]], free_rows=[1])
+    assert again.reused == PAGE and small.table[1, 0] == 0
+
+    # A hash collision is never trusted: every page hashes alike, tokens differ, nothing shared.
+    monkeypatch.setattr(block_manager, "_chain", lambda previous, block: 0)
+    collide = PageTable(rows=2, pages=8, max_len=4 * PAGE)
+    collide.place([list(range(40))], free_rows=[0])
+    [other] = collide.place([list(range(50, 90))], free_rows=[1])
+    assert other.reused == 0
+
+
+def test_page_table_preempts_the_youngest_and_admission_waits():
+    pages = PageTable(rows=3, pages=6, max_len=4 * PAGE)
+    placed = pages.place([list(range(30)), list(range(100, 130))], free_rows=[0, 1, 2])
+    assert [p.row for p in placed] == [0, 1]  # 2 pages each
+    # A third prompt of 2 pages would leave no page for the two running requests to grow.
+    assert pages.place([list(range(200, 230))], free_rows=[2]) == []
+    # Both grow to 3 pages (48 slots), then to 4: only one can; the younger (row 1) gives way.
+    assert pages.grow({0: 40, 1: 40}) == []
+    assert pages.grow({0: 56, 1: 56}) == [1]
+    assert pages.preemptions == 1 and pages.free_pages() == 6 - 4
+    assert (pages.table[1] == pages.pages).all()
