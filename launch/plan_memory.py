@@ -3,12 +3,17 @@
   python launch/plan_memory.py --config=configs/deepswe_qwen3_32b.py --num_devices=64 \
       --device_memory_gb=80 [--mesh=1x8x8] [--config.remat=save_dots]
 
-With --sampler, the vLLM engines that serve the config's policy instead (weights, the KV cache
-of config.sampler.max_batch sequences at full length, activations; against
-config.sampler.gpu_memory_utilization of each device):
+With --sampler, the sampler of config.sampler.kind instead. 'vllm': the engines serving the
+policy (weights, activations, and the KV cache of config.sampler.max_batch sequences at full
+length in blocks of 16 tokens, beside the blocks the budget leaves room for; against
+config.sampler.gpu_memory_utilization of each device). 'jax': the in-process JaxSampler's
+weights and KV cache on config.mesh: with config.sampler.paged, its pool of 16-token pages
+(config.sampler.max_cache_tokens, or max_batch rows at full length) and the full-length
+sequences it holds; otherwise its dense slots:
 
   python launch/plan_memory.py --config=configs/deepswe_preview_eval.py --sampler \
       --num_devices=8 --device_memory_gb=80
+  python launch/plan_memory.py --config=configs/qwen3_1p7b_1gpu.py --sampler --num_devices=1
 
 Parameter shapes and logical axes come from `nnx.eval_shape` of the model (nothing is allocated);
 each array's per-device size follows the config's sharding rules on the (data, fsdp, tensor) mesh.
@@ -26,8 +31,8 @@ import math
 import os
 import sys
 
-# Run as a script (python launch/plan_memory.py) the repository root, where configs/ lives, is not on
-# sys.path.
+# Run as a script (python launch/plan_memory.py) the repository root, where configs/ lives, is
+# not on sys.path.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from deepswe_jax import interrupts  # noqa: E402
@@ -59,7 +64,10 @@ _SEQ_LEN = flags.DEFINE_integer(
     "Row length (default agent.max_prompt_tokens + max_context padded to its length bucket).",
 )
 _SAMPLER = flags.DEFINE_bool(
-    "sampler", False, "Plan the vLLM engines serving the policy (config.sampler), not training."
+    "sampler",
+    False,
+    "Plan config.sampler.kind's sampler, not training: the vLLM engines (KV cache blocks), or "
+    "the JAX sampler's weights and KV cache (its pages with config.sampler.paged).",
 )
 _ATTENTION = flags.DEFINE_enum(
     "attention",

@@ -8,6 +8,10 @@ trajectory, agent.max_prompt_tokens + agent.max_context tokens, padded to its le
 the training batches are) under the remat policy. With config.attention 'cudnn' or 'pallas' no
 [seq, seq] scores are kept (flash kernels); 'xla' counts them. The activation factors are
 checked against XLA's compiled memory analysis in tests/launch/test_plan_memory.py.
+
+`plan_sampler_memory` plans the sampler of config.sampler.kind instead: vLLM engines (weights,
+KV cache in blocks of ``PAGE`` tokens, activations), or the in-process JaxSampler (its weights
+and dense or paged KV cache, as `sampling.memory.memory_per_device` counts them).
 The command line is launch/plan_memory.py.
 """
 
@@ -21,11 +25,14 @@ import jax.numpy as jnp
 from flax import nnx
 from ml_collections import ConfigDict
 
+from deepswe_jax.experiment.model import sharding_rules
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.model.attention import query_block_scores_fraction
-from deepswe_jax.parallel.mesh import mesh_shape_for
+from deepswe_jax.model.kv_cache import PAGE
+from deepswe_jax.parallel.mesh import MESH_AXES, mesh_shape_for
 from deepswe_jax.parallel.sharding import logical_to_spec, variable_logical_axes
 from deepswe_jax.rl.batch import bucket_length, row_length_buckets
+from deepswe_jax.sampling.memory import memory_per_device
 
 GB = 1e9
 
@@ -203,7 +210,7 @@ def format_plan(plan: MemoryPlan, config: ConfigDict, device_memory_gb: float) -
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------- the sampler (vLLM serving)
+# ---------------------------------------------------------------- the sampler (vLLM or JAX)
 
 # Tokens one engine step processes (vLLM's max_num_batched_tokens); its profile run sizes the
 # activation workspace by it. An assumption of this plan, not read from vLLM.
@@ -216,8 +223,10 @@ class SamplerMemoryPlan:
 
     Each engine shards the model over `tensor_parallel` devices; `engines` of them share the
     devices and the config.sampler.max_batch concurrent generations. The KV cache is the worst
-    case: every concurrent sequence at its full length (agent.max_prompt_tokens + max_context).
-    `budget` is what the engine may use, gpu_memory_utilization x device memory.
+    case: every concurrent sequence at its full length (agent.max_prompt_tokens + max_context),
+    held, as vLLM holds it, in blocks of ``PAGE`` tokens. `budget` is what the engine may use,
+    gpu_memory_utilization x device memory; what weights and activations leave of it is the KV
+    cache vLLM allocates (`budget_kv_blocks`).
     """
 
     tensor_parallel: int
@@ -239,13 +248,79 @@ class SamplerMemoryPlan:
     def fits(self) -> bool:
         return self.total <= self.budget
 
+    @property
+    def kv_blocks(self) -> int:
+        """Blocks of ``PAGE`` tokens per engine in the planned KV cache."""
+        return self.kv_cache // (PAGE * self.kv_bytes_per_token)
+
+    @property
+    def budget_kv_blocks(self) -> int:
+        """Blocks per engine in what the budget leaves after weights and activations."""
+        return max(self.budget - self.weights - self.activations, 0) // (
+            PAGE * self.kv_bytes_per_token
+        )
+
+    def full_length_sequences(self, blocks: int) -> int:
+        """Sequences of `seq_len` tokens that `blocks` blocks hold."""
+        return blocks // -(-self.seq_len // PAGE)
+
+
+@dataclasses.dataclass(frozen=True)
+class JaxSamplerMemoryPlan:
+    """Per-device bytes of the in-process JaxSampler of config (all counts per device).
+
+    Paged: a pool of `pages` pages of ``PAGE`` tokens shared by `rows` rows of `seq_len` slots
+    (the full length rounded up to whole pages); dense: `rows` slots of `seq_len` each. Step
+    activations are not counted. `budget` is the device's memory.
+    """
+
+    mesh: tuple[int, int, int]
+    paged: bool
+    rows: int
+    pages: int  # 0 for a dense cache
+    seq_len: int
+    num_parameters: int
+    weights: int
+    kv_cache: int
+    budget: int
+
+    @property
+    def cache_tokens(self) -> int:
+        """Tokens the KV cache holds (all rows together)."""
+        return self.pages * PAGE if self.paged else self.rows * self.seq_len
+
+    @property
+    def full_length_sequences(self) -> int:
+        """Sequences of `seq_len` tokens the cache holds at once."""
+        return self.cache_tokens // self.seq_len
+
+    @property
+    def tokens_that_fit(self) -> int:
+        """Cache tokens that fit beside the weights in `budget`."""
+        return max(self.budget - self.weights, 0) * self.cache_tokens // self.kv_cache
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv_cache
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.budget
+
 
 def plan_sampler_memory(
     config: ConfigDict, num_devices: int, *, device_memory_gb: float = 80.0
-) -> SamplerMemoryPlan:
-    """Per-device memory of serving config's policy with vLLM on `num_devices` devices
-    (config.sampler.tensor_parallel_size, gpu_memory_utilization and max_batch; weights and KV
-    cache in config.compute_dtype)."""
+) -> SamplerMemoryPlan | JaxSamplerMemoryPlan:
+    """Per-device memory of config.sampler.kind serving config's policy on `num_devices`
+    devices: vLLM engines (config.sampler.tensor_parallel_size, gpu_memory_utilization and
+    max_batch; weights and KV cache in config.compute_dtype), or the JaxSampler
+    (`plan_jax_sampler_memory`)."""
+    if config.sampler.kind == "jax":
+        return plan_jax_sampler_memory(config, num_devices, device_memory_gb=device_memory_gb)
+    if config.sampler.kind != "vllm":
+        raise ValueError(
+            f"config.sampler.kind={config.sampler.kind!r}; the planner knows 'jax' and 'vllm'"
+        )
     c = Qwen3Config.from_hf_dict(config.model.to_dict(), source="config.model")
     tensor = int(config.sampler.tensor_parallel_size)
     if tensor < 1 or num_devices % tensor:
@@ -283,7 +358,73 @@ def plan_sampler_memory(
     )
 
 
-def format_sampler_plan(plan: SamplerMemoryPlan, config: ConfigDict) -> str:
+def plan_jax_sampler_memory(
+    config: ConfigDict, num_devices: int, *, device_memory_gb: float = 80.0
+) -> JaxSamplerMemoryPlan:
+    """Per-device memory of the JaxSampler that training builds from config (make_sampler in
+    experiment/training.py): weights in config.param_dtype, the KV cache in
+    config.sampler.dtype, on config.mesh over `num_devices` devices with config.sharding_rules
+    (one process; a multi-process run samples on each process's own devices).
+    `sampling.memory.memory_per_device` counts the bytes, on an abstract model (nnx.eval_shape)
+    and an abstract mesh: nothing is allocated.
+
+    config.sampler.paged: a pool of max_cache_tokens // PAGE pages (0: max_batch rows of full
+    length) shared by max_batch rows; otherwise min(max_batch, max_cache_tokens // full length)
+    dense slots (0: max_batch)."""
+    sampler = config.sampler
+    seq_len = config.agent.max_prompt_tokens + config.agent.max_context
+    if sampler.max_cache_tokens and sampler.max_cache_tokens < seq_len:
+        raise ValueError(
+            f"config.sampler.max_cache_tokens={sampler.max_cache_tokens:,} holds no sequence of "
+            f"agent.max_prompt_tokens + agent.max_context = {seq_len:,} tokens; raise it to at "
+            f"least {seq_len:,}"
+        )
+    paged = bool(sampler.get("paged", False))
+    rows, pages = sampler.max_batch, 0
+    if paged:
+        seq_len = -(-seq_len // PAGE) * PAGE  # a row's slots are whole pages
+        pages = (sampler.max_cache_tokens or rows * seq_len) // PAGE
+    elif sampler.max_cache_tokens:
+        rows = min(rows, sampler.max_cache_tokens // seq_len)
+    mesh_shape = mesh_shape_for(
+        config.mesh.data, config.mesh.fsdp, config.mesh.tensor, num_devices=num_devices
+    )
+    mesh = jax.sharding.AbstractMesh(
+        mesh_shape, MESH_AXES, axis_types=(jax.sharding.AxisType.Auto,) * len(MESH_AXES)
+    )
+    model_config = Qwen3Config.from_hf_dict(config.model.to_dict(), source="config.model")
+    model = nnx.eval_shape(
+        lambda: Qwen3ForCausalLM(
+            model_config,
+            rngs=nnx.Rngs(0),
+            param_dtype=jnp.dtype(config.param_dtype),
+            dtype=jnp.dtype(sampler.dtype),
+        )
+    )
+    weights, kv_cache = memory_per_device(
+        model,
+        slots=rows,
+        max_cache_len=seq_len,
+        mesh=mesh,
+        rules=sharding_rules(config),
+        pages=pages if paged else None,
+    )
+    return JaxSamplerMemoryPlan(
+        mesh=mesh_shape,
+        paged=paged,
+        rows=rows,
+        pages=pages,
+        seq_len=seq_len,
+        num_parameters=model_config.num_parameters,
+        weights=weights,
+        kv_cache=kv_cache,
+        budget=int(device_memory_gb * GB),
+    )
+
+
+def format_sampler_plan(plan: SamplerMemoryPlan | JaxSamplerMemoryPlan, config: ConfigDict) -> str:
+    if isinstance(plan, JaxSamplerMemoryPlan):
+        return _format_jax_sampler_plan(plan, config)
     rows = [
         ("weights", plan.weights, f"{plan.num_parameters:,} x {config.compute_dtype} / tp"),
         (
@@ -294,9 +435,14 @@ def format_sampler_plan(plan: SamplerMemoryPlan, config: ConfigDict) -> str:
         ),
         ("activations + logits", plan.activations, f"{SAMPLER_STEP_TOKENS}-token step"),
     ]
+    room = plan.budget_kv_blocks
     lines = [
         f"vLLM: {plan.engines} engine(s) x tensor_parallel_size={plan.tensor_parallel}; "
         f"{plan.sequences_per_engine} concurrent sequence(s) per engine at full length",
+        f"KV cache per engine: {plan.kv_blocks:,} blocks of {PAGE} tokens hold "
+        f"{plan.full_length_sequences(plan.kv_blocks)} full-length sequence(s) of "
+        f"{plan.seq_len:,} tokens; the budget leaves room for {room:,} blocks = "
+        f"{plan.full_length_sequences(room)} sequence(s)",
         f"{'item':<28}{'GB/device':>12}  note",
     ]
     lines += [f"{name:<28}{size / GB:>12.2f}  {note}" for name, size, note in rows]
@@ -316,4 +462,43 @@ def format_sampler_plan(plan: SamplerMemoryPlan, config: ConfigDict) -> str:
             f"note: sequences of {plan.seq_len} tokens exceed config.model."
             f"max_position_embeddings={config.model.max_position_embeddings}"
         )
+    return "\n".join(lines)
+
+
+def _format_jax_sampler_plan(plan: JaxSamplerMemoryPlan, config: ConfigDict) -> str:
+    data, fsdp, tensor = plan.mesh
+    if plan.paged:
+        cache = (
+            f"paged KV cache: {plan.pages:,} pages of {PAGE} tokens shared by {plan.rows} rows; "
+            f"{plan.full_length_sequences} full-length sequence(s) of {plan.seq_len:,} tokens"
+        )
+        note = f"{plan.pages:,} pages x {PAGE} tokens, {config.sampler.dtype}"
+    else:
+        cache = f"dense KV cache: {plan.rows} slot(s) of {plan.seq_len:,} tokens"
+        note = f"{plan.rows} slots x {plan.seq_len:,} tokens, {config.sampler.dtype}"
+    rows = [
+        ("weights", plan.weights, f"{plan.num_parameters:,} x {config.param_dtype}"),
+        ("KV cache", plan.kv_cache, note),
+    ]
+    lines = [
+        f"JAX sampler: mesh data={data} fsdp={fsdp} tensor={tensor}; {cache}",
+        f"{'item':<28}{'GB/device':>12}  note",
+    ]
+    lines += [f"{name:<28}{size / GB:>12.2f}  {note}" for name, size, note in rows]
+    lines.append(f"{'total':<28}{plan.total / GB:>12.2f}  of {plan.budget / GB:g} GB")
+    lines.append(f"fits: {'yes' if plan.fits else 'NO'} (weights and KV cache, no activations)")
+    if not plan.fits:
+        fitting = plan.tokens_that_fit
+        if plan.paged:
+            change = f"--config.sampler.max_cache_tokens={fitting} (at least {plan.seq_len:,})"
+        else:
+            change = f"--config.sampler.max_batch={fitting // plan.seq_len}"
+        lines.append(
+            f"does not fit: {fitting:,} cache tokens fit; set {change}, shorten "
+            "--config.agent.max_context, or shard over more devices (--config.mesh.tensor)"
+        )
+    lines.append(
+        "in training the trainer shares these devices: add launch/plan_memory.py's figure "
+        "without --sampler"
+    )
     return "\n".join(lines)

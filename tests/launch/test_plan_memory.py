@@ -1,4 +1,5 @@
-"""launch/plan_memory.py: per-device bytes for the 32B config on 64 x 80 GB devices."""
+"""launch/plan_memory.py: per-device bytes for the 32B config on 64 x 80 GB devices, and with
+--sampler the sampler's: vLLM's KV cache in blocks of 16 tokens, the JaxSampler's pages."""
 
 import os
 import subprocess
@@ -9,9 +10,9 @@ import jax.numpy as jnp
 import pytest
 from flax import nnx
 
-from configs import deepswe_qwen3_32b, tiny
+from configs import deepswe_qwen3_32b, qwen3_1p7b_1gpu, tiny
 from deepswe_jax.checkpoint import restore_target
-from deepswe_jax.experiment.memory_plan import plan_memory
+from deepswe_jax.experiment.memory_plan import GB, plan_memory, plan_sampler_memory
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import batch_sharding, make_mesh, state_shardings
 
@@ -31,6 +32,102 @@ def test_plan_memory_runs_for_qwen3_32b_on_64_devices():
     assert result.returncode == 0, result.stderr
     assert "32,762,123,264" in result.stdout
     assert "fits: yes" in result.stdout
+
+
+def kv_bytes_per_token(config, kv_heads_per_device: int) -> int:
+    """Keys and values of one token in every layer on one device, from config.model."""
+    element = jnp.dtype(config.sampler.dtype).itemsize
+    return (
+        2 * config.model.num_hidden_layers * kv_heads_per_device * config.model.head_dim * element
+    )
+
+
+@pytest.mark.parametrize(
+    "flags, lines",
+    [
+        (
+            ["--config=configs/deepswe_qwen3_32b.py", "--num_devices=64"],
+            [
+                "vLLM: 8 engine(s) x tensor_parallel_size=8",
+                "147,456 blocks of 16 tokens hold 64 full-length sequence(s) of 36,864 tokens",
+                "fits: NO",
+            ],
+        ),
+        (
+            ["--config=configs/qwen3_1p7b_1gpu.py", "--num_devices=1", "--config.sampler.paged"],
+            [
+                "paged KV cache: 9,216 pages of 16 tokens shared by 64 rows; 4 full-length "
+                "sequence(s) of 36,864 tokens",
+                "fits: yes",
+            ],
+        ),
+        (
+            ["--config=configs/qwen3_1p7b_1gpu.py", "--num_devices=1", "--noconfig.sampler.paged"],
+            ["dense KV cache: 4 slot(s) of 36,864 tokens", "fits: yes"],
+        ),
+    ],
+    ids=["vllm_32b", "jax_1.7b_paged", "jax_1.7b_dense"],
+)
+def test_sampler_plan_prints_the_kv_cache(flags, lines):
+    command = [sys.executable, "-m", "launch.plan_memory", "--sampler", *flags]
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    for line in lines:
+        assert line in result.stdout
+
+
+def test_vllm_plan_counts_kv_blocks_of_16_tokens():
+    config = deepswe_qwen3_32b.get_config()
+    plan = plan_sampler_memory(config, num_devices=64, device_memory_gb=80)
+    # 8 engines of 8 GPUs share 512 sequences; a GPU holds 1 of the 8 KV heads.
+    sequences, seq_len = 512 // 8, 4096 + 32768
+    per_token = kv_bytes_per_token(config, kv_heads_per_device=1)
+    assert plan.kv_bytes_per_token == per_token == 32_768
+    assert plan.kv_blocks == sequences * seq_len // 16 == 147_456
+    assert plan.full_length_sequences(plan.kv_blocks) == 64
+    # 40% of 80 GB less the bf16 weights (1/8 per GPU) and under 1 GB of activations.
+    room = 0.4 * 80 * GB - 32_762_123_264 * 2 / 8
+    assert (room - GB) / (16 * per_token) < plan.budget_kv_blocks < room / (16 * per_token)
+    assert plan.full_length_sequences(plan.budget_kv_blocks) == 19
+
+
+def test_jax_sampler_plan_counts_pages_of_its_pool():
+    config = qwen3_1p7b_1gpu.get_config()
+    config.sampler.paged = True
+    plan = plan_sampler_memory(config, num_devices=1)
+    seq_len = config.agent.max_prompt_tokens + config.agent.max_context
+    pages = 4 * 36_864 // 16
+    assert (plan.paged, plan.pages, plan.rows, plan.seq_len) == (True, 9216, 64, seq_len)
+    assert plan.full_length_sequences == 4
+    per_token = kv_bytes_per_token(config, config.model.num_key_value_heads)
+    assert plan.kv_cache == pages * 16 * per_token == 16_911_433_728
+    assert plan.weights == 1_720_574_976 * 4  # float32 weights, one device
+    assert plan.fits
+
+    config.sampler.max_cache_tokens = 0  # a pool of max_batch rows at full length
+    unbounded = plan_sampler_memory(config, num_devices=1)
+    assert (unbounded.pages, unbounded.full_length_sequences) == (64 * seq_len // 16, 64)
+    assert not unbounded.fits
+
+
+def test_jax_sampler_pool_splits_over_tensor_only():
+    config = qwen3_1p7b_1gpu.get_config()
+    config.sampler.paged = True
+    one = plan_sampler_memory(config, num_devices=1)
+    config.mesh.update(data=1, fsdp=1, tensor=2)
+    assert plan_sampler_memory(config, num_devices=2).kv_cache == one.kv_cache // 2
+    config.mesh.update(data=1, fsdp=2, tensor=1)
+    assert plan_sampler_memory(config, num_devices=2).kv_cache == one.kv_cache
+
+
+def test_dense_jax_sampler_plan_counts_slots():
+    config = qwen3_1p7b_1gpu.get_config()
+    config.sampler.paged = False
+    plan = plan_sampler_memory(config, num_devices=1)
+    seq_len = config.agent.max_prompt_tokens + config.agent.max_context
+    assert (plan.paged, plan.pages, plan.rows, plan.full_length_sequences) == (False, 0, 4, 4)
+    per_token = kv_bytes_per_token(config, config.model.num_key_value_heads)
+    assert plan.kv_cache == 4 * seq_len * per_token
 
 
 def test_fully_sharded_state_is_16_bytes_per_parameter_over_the_mesh():
