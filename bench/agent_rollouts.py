@@ -1,7 +1,7 @@
-"""Agent-shaped rollouts: JaxSampler with prefix reuse on and off against vLLM (prefix caching on).
+"""Agent-shaped rollouts: JaxSampler (dense or paged cache, prefix reuse on or off) against vLLM.
 
   JAX_PLATFORMS=cpu python -m bench.agent_rollouts [--models tiny 100M] [--tasks 4 --rollouts 8]
-      [--samplers jax jax_no_reuse vllm]
+      [--samplers jax jax_paged jax_no_reuse vllm] [--pool 0.25]
 
 A synthetic workload shaped like DeepSWE's, scaled to 2 cores: `tasks` x `rollouts` episodes run
 concurrently (asyncio, as the agent loop runs them); a task's rollouts share its prompt of
@@ -14,8 +14,10 @@ sampler sees the same workload, and with the same weights greedy replies should 
 Reported per sampler: wall seconds (compilation excluded: another draw of the same workload
 runs first on each sampler, unless --short_warmup), episodes/s, generated tokens/s, prompt tokens computed (prefill) against the
 workload's unique prompt tokens (the positions no earlier request computed, in prefill or decode;
-at least one per request, whose logits start the reply), the KV cache the sampler allocates, and
-'same tokens': the fraction of replies equal to the first sampler's.
+at least one per request, whose logits start the reply), the KV cache the sampler allocates and
+the most of it its rows held at once (paged: pages held; the others hold what they allocate),
+requests preempted for want of pages, and 'same tokens': the fraction of replies equal to the
+first sampler's. `jax_paged` runs on a pool of `pool` x the dense cache's tokens.
 """
 
 from __future__ import annotations
@@ -95,7 +97,9 @@ def unique_prompt_tokens(log: list) -> int:
     return total
 
 
-def run_model(name: str, workload: Workload, samplers: list[str], full_warmup: bool) -> None:
+def run_model(
+    name: str, workload: Workload, samplers: list[str], full_warmup: bool, pool: float
+) -> None:
     max_len = workload.max_context + 8
     config = dataclasses.replace(
         Qwen3Config.from_hf_dict(tiny.get_config().model.to_dict()),
@@ -111,7 +115,8 @@ def run_model(name: str, workload: Workload, samplers: list[str], full_warmup: b
     print(f"\n{name}: {num_params:,} params, {episodes} episodes, contexts up to {max_len:,}")
     print(
         f"{'sampler':>14}{'wall s':>9}{'episodes/s':>12}{'gen tok/s':>11}{'prefill computed':>18}"
-        f"{'unique':>9}{'ratio':>7}{'KV cache MiB':>14}{'same tokens':>13}"
+        f"{'unique':>9}{'ratio':>7}{'KV MiB':>8}{'peak MiB':>10}{'preempted':>11}"
+        f"{'same tokens':>13}"
     )
     reference = None
     for kind in samplers:
@@ -125,15 +130,22 @@ def run_model(name: str, workload: Workload, samplers: list[str], full_warmup: b
             sampler.sync_weights(nnx.state(model, nnx.Param))
             cache_bytes = episodes * max_len * config.kv_bytes_per_token(4)
         else:
+            paged = kind == "jax_paged"
             sampler = JaxSampler(
                 model,
                 max_batch=episodes,
                 max_cache_len=max_len,
-                prefix_caching=kind == "jax",
+                prefix_caching=kind != "jax_no_reuse",
                 min_prefill_len=64,
+                paged=paged,
+                max_cache_tokens=int(pool * episodes * max_len) if paged else None,
             )
             _, cache_bytes = memory_per_device(
-                model, slots=episodes, max_cache_len=max_len, mesh=sampler._mesh
+                model,
+                slots=episodes,
+                max_cache_len=max_len,
+                mesh=sampler._mesh,
+                pages=sampler.cache_pages if paged else None,
             )
         asyncio.run(run_all(sampler, warmup, config.vocab_size, first_task=1000))
         before = dataclasses.replace(sampler.prefill_counts)
@@ -142,6 +154,9 @@ def run_model(name: str, workload: Workload, samplers: list[str], full_warmup: b
         log = asyncio.run(run_all(sampler, workload, config.vocab_size))
         seconds = time.perf_counter() - start
         computed = sampler.prefill_counts.computed_tokens - before.computed_tokens
+        peak_bytes, preempted = cache_bytes, getattr(sampler, "preemptions", 0)
+        if getattr(sampler, "paged", False):
+            peak_bytes = cache_bytes * sampler._prefixes.peak_held / sampler.cache_pages
         compiled = {
             step: count - compiled[step]
             for step, count in getattr(sampler, "compilations", {}).items()
@@ -156,8 +171,9 @@ def run_model(name: str, workload: Workload, samplers: list[str], full_warmup: b
         same = np.mean([replies.get(key) == reply for key, reply in reference.items()])
         print(
             f"{kind:>14}{seconds:>9.1f}{episodes / seconds:>12.3f}{generated / seconds:>11.0f}"
-            f"{computed:>18,}{unique:>9,}{computed / unique:>7.2f}{cache_bytes / 2**20:>14.0f}"
-            f"{same:>13.2f}" + (f"  (compiled while timed: {compiled})" if compiled else ""),
+            f"{computed:>18,}{unique:>9,}{computed / unique:>7.2f}{cache_bytes / 2**20:>8.0f}"
+            f"{peak_bytes / 2**20:>10.0f}{preempted:>11}{same:>13.2f}"
+            + (f"  (compiled while timed: {compiled})" if compiled else ""),
             flush=True,
         )
 
@@ -166,8 +182,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["tiny"], choices=list(MODELS))
     parser.add_argument(
-        "--samplers", nargs="+", default=["jax", "jax_no_reuse", "vllm"],
-        choices=["jax", "jax_no_reuse", "vllm"],
+        "--samplers", nargs="+", default=["jax", "jax_paged", "jax_no_reuse", "vllm"],
+        choices=["jax", "jax_paged", "jax_no_reuse", "vllm"],
+    )  # fmt: skip
+    parser.add_argument(
+        "--pool", type=float, default=1.0,
+        help="jax_paged's pool of pages as a fraction of the dense cache's tokens",
     )  # fmt: skip
     parser.add_argument("--tasks", type=int, default=4)
     parser.add_argument("--rollouts", type=int, default=8)
@@ -195,7 +215,7 @@ def main() -> None:
         f"{jax.__version__}"
     )
     for name in args.models:
-        run_model(name, workload, args.samplers, full_warmup=not args.short_warmup)
+        run_model(name, workload, args.samplers, not args.short_warmup, args.pool)
 
 
 if __name__ == "__main__":

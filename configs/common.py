@@ -204,6 +204,13 @@ def get_config() -> ml_collections.ConfigDict:
             # follows a prompt's longest cached prefix (an episode's earlier turns, a group's
             # shared prompt); False recomputes every prompt whole (vLLM always caches prefixes)
             prefix_caching=True,
+            # the 'jax' sampler's cache in pages of 16 tokens that rows take as they grow, from
+            # a pool of max_cache_tokens (0: max_batch full rows' worth); shared prompts share
+            # pages; when the pool runs out the newest request is preempted and run again
+            # (vLLM's PagedAttention). False: each row reserves a full-length row. The pool is
+            # split over kv heads only: on a mesh with data/fsdp > 1 every device holds it whole,
+            # where a dense cache splits its rows.
+            paged=True,
         )
     )
     config.env = ml_collections.ConfigDict(

@@ -39,7 +39,8 @@ def get_config() -> ml_collections.ConfigDict:
         peak_flops_per_device=989e12,  # H100 / H200 SXM bf16 dense, for MFU
         length_buckets=tuple(range(4096, 36864 + 1, 4096)),
     )
-    # The in-process sampler: 4 rows of 36,864 tokens (a token budget, not max_batch rows).
+    # The in-process sampler: 64 rows sharing a pool of pages that holds 4 sequences of 36,864
+    # tokens (a token budget; rows take pages as they grow).
     config.sampler.update(kind="jax", max_batch=64, max_cache_tokens=4 * 36864)
     config.env.update(max_envs=64)
     return config

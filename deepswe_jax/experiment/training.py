@@ -129,8 +129,9 @@ def make_sampler(
     agent.max_prompt_tokens + agent.max_context tokens per sequence:
 
     'jax': an in-process JaxSampler serving `model`'s weights on `mesh` (config.sampler.max_batch
-    slots, or as many as max_cache_tokens allows), computing in config.sampler.dtype. 'vllm': an in-process vLLM engine per
-    config.sampler.* for config.model's architecture; its weights arrive with the first
+    rows; with config.sampler.paged, a pool of max_cache_tokens in pages, else as many full rows
+    as max_cache_tokens allows), computing in config.sampler.dtype. 'vllm': an in-process vLLM
+    engine per config.sampler.* for config.model's architecture; its weights arrive with the first
     `sync_weights` (the RL loop publishes them before the first rollout; `serving_sampler` syncs
     `model`'s).
     """
@@ -181,6 +182,7 @@ def make_sampler(
         max_cache_len=max_len,
         max_cache_tokens=sampler.max_cache_tokens or None,
         prefix_caching=sampler.prefix_caching,
+        paged=sampler.paged,
         mesh=mesh,
         rules=rules,
         seed=seed,

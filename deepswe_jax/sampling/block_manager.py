@@ -60,6 +60,7 @@ class PageTable:
         self.table = np.full((rows, max_len // PAGE), pages, np.int32)  # pages: none
         self.version = 0  # bumped whenever `table` changes
         self.preemptions = 0
+        self.peak_held = 0  # most pages rows held at once (the pool's high-water mark)
         self._tokens = np.zeros((pages, PAGE), np.int32)
         self._hash = [None] * pages  # chain hash of an indexed full page
         self._refs = np.zeros(pages, np.int64)
@@ -207,6 +208,7 @@ class PageTable:
         if self._refs[page] == 0:
             del self._cached[page]
         self._refs[page] += 1
+        self._note_held()
 
     def _allocate(self) -> int:
         """An empty page, else the least recently used cached one (forgotten), referenced once."""
@@ -216,7 +218,11 @@ class PageTable:
             page, _ = self._cached.popitem(last=False)
             self._forget(page)
         self._refs[page] = 1
+        self._note_held()
         return page
+
+    def _note_held(self) -> None:
+        self.peak_held = max(self.peak_held, self.pages - self.free_pages())
 
     def _forget(self, page: int) -> None:
         chain = self._hash[page]
