@@ -8,15 +8,17 @@ Two caches, one interface (``read_row``, ``read_rows``, ``with_new_tokens``, ``w
   * ``KVCache`` (dense): every row owns ``C`` slots, keys [L, b, k, d, C] and values
     [L, b, k, C, d];
   * ``PagedKVCache``: rows own pages of ``PAGE`` slots in proportion to their length, named by a
-    page table [b, C // B]; keys [L, P, k, d, B] and values [L, P, k, B, d]. Rows may share
-    pages (a group's common prompt), so one prompt's keys and values are held once; the host
+    page table [b, C // B]; keys and values [k, L, P, B, d]. Rows may share pages (a group's
+    common prompt), so one prompt's keys and values are held once; the host
     (sampling/block_manager.py) owns the table.
 
 In the dense layouts both attention products (q . keys over d, weights . values over c) are
-plain matmuls per row and head, so a decode step never transposes the cache. A page holds all
-kv heads of its slots, so a row's pages gather in whole contiguous pages (1.5x a dense read per
-row in a CPU microbenchmark; heads-major pages, gathered 16 slots at a time, took 2.3x) and are
-then laid out as the dense read's. A step reads, per layer, only the first R slots of a row, R one of the
+plain matmuls per row and head, so a decode step never transposes the cache. A paged read is a
+gather of whole pages (B x d contiguous values) per kv head, straight into [k, c, d] (keys by
+slot: q . keys contracts their last axis), again with no transpose. On XLA:CPU a row's paged
+attention still costs about 2x its dense one (a gather is slower than a slice; measured in
+microbenchmarks: pages gathered heads-first 16 slots at a time, or gathered then transposed
+into the dense layouts, cost 4-7x). A step reads, per layer, only the first R slots of a row, R one of the
 static ``read_lengths(C)`` (all multiples of ``PAGE``), so its attention costs what the live
 rows hold rather than the whole cache:
 
@@ -58,6 +60,8 @@ class KVCache:
     keys: jax.Array
     values: jax.Array
     lengths: jax.Array
+
+    keys_by_slot = False  # read_rows gives keys [.., d, c]
 
     @property
     def max_length(self) -> int:
@@ -124,8 +128,7 @@ class KVCache:
 class PagedKVCache:
     """Keys/values in pages of ``PAGE`` slots that rows hold through a page table (a pytree).
 
-    keys: [layers, pages, kv_heads, head_dim, PAGE]; values: [layers, pages, kv_heads, PAGE,
-    head_dim]; table: [batch, max_length // PAGE] int32, the pages of each row's slots in order
+    keys and values: [kv_heads, layers, pages, PAGE, head_dim]; table: [batch, max_length // PAGE] int32, the pages of each row's slots in order
     (entries past a row's pages: ``pages``, out of range); lengths: [batch] int32, filled slots
     per row. Only slots below a row's new length are written, so a row that takes no token, or
     one whose prefix pages other rows share, never writes a page past its own tokens.
@@ -136,19 +139,24 @@ class PagedKVCache:
     table: jax.Array
     lengths: jax.Array
 
+    keys_by_slot = True  # read_rows gives keys [.., c, d] (the dense cache: [.., d, c])
+
     @property
     def max_length(self) -> int:
         return self.table.shape[1] * PAGE
 
     def read_rows(self, layer: jax.Array, first_row: jax.Array, count: int, length: int):
-        """As ``KVCache.read_rows``: the rows' first length // PAGE pages, gathered."""
-        pages = jax.lax.dynamic_slice(self.table, (first_row, 0), (count, length // PAGE))
-        kv_heads, head_dim = self.keys.shape[2], self.keys.shape[3]
-        keys = self.keys[layer, pages]  # [count, n, k, d, B]
-        values = self.values[layer, pages]  # [count, n, k, B, d]
-        keys = keys.transpose(0, 2, 3, 1, 4).reshape(count, kv_heads, head_dim, length)
-        values = values.transpose(0, 2, 1, 3, 4).reshape(count, kv_heads, length, head_dim)
-        return keys, values
+        """The rows' first length // PAGE pages, gathered: keys and values [count, k, c, d]."""
+        kv_heads, layers, pages, _, head_dim = self.keys.shape
+        rows = jax.lax.dynamic_slice(self.table, (first_row, 0), (count, length // PAGE))
+        index = layer * pages + rows  # [count, n] into the layers x pages axis
+        shape = (kv_heads, layers * pages, PAGE * head_dim)  # a page's slots: one row to gather
+
+        def gather(pool):  # [k, count, n, B * d] -> [count, k, c, d]
+            read = jnp.take(pool.reshape(shape), index, axis=1, mode="clip")
+            return read.reshape(kv_heads, count, length, head_dim).transpose(1, 0, 2, 3)
+
+        return gather(self.keys), gather(self.values)
 
     def with_new_tokens(
         self, keys: jax.Array, values: jax.Array, rows: jax.Array | None, num_tokens: jax.Array
@@ -163,13 +171,17 @@ class PagedKVCache:
         real = (jnp.arange(t) < num_tokens[:, None]) & (slots < self.max_length)
         if rows is not None:
             real &= (rows >= 0)[:, None] & (rows < self.table.shape[0])[:, None]
-        pages = jnp.where(real, pages, self.keys.shape[1])  # out of range: dropped
-        layer = jnp.arange(layers)[:, None, None]
-        page, offset = pages[None], (slots % PAGE)[None]  # [1, b, t] against layer [L, 1, 1]
-        # Indices on either side of sliced axes put their dims first: [L, b, t, k, d], the
-        # layout of the new keys and values.
-        new_keys = self.keys.at[layer, page, :, :, offset].set(keys, mode="drop")
-        new_values = self.values.at[layer, page, :, offset].set(values, mode="drop")
+        pages = jnp.where(real, pages, self.keys.shape[2])  # out of range: dropped
+        head = jnp.arange(keys.shape[3])[:, None, None, None]
+        layer = jnp.arange(layers)[None, :, None, None]
+        page, offset = pages[None, None], (slots % PAGE)[None, None]  # [1, 1, b, t]
+        # indexed dims [k, L, b, t], then d
+        new_keys = self.keys.at[head, layer, page, offset].set(
+            keys.transpose(3, 0, 1, 2, 4), mode="drop"
+        )
+        new_values = self.values.at[head, layer, page, offset].set(
+            values.transpose(3, 0, 1, 2, 4), mode="drop"
+        )
         new_lengths = lengths + num_tokens.astype(jnp.int32)
         return dataclasses.replace(
             self,
@@ -190,18 +202,19 @@ class PagedKVCache:
         valid = (rows >= 0) & (rows < self.table.shape[0])
         pages = self.table[jnp.clip(rows, 0, self.table.shape[0] - 1), :count]  # [n, count]
         real = valid[:, None] & (jnp.arange(count) * PAGE < lengths[:, None])
-        pages = jnp.where(real, pages, self.keys.shape[1])[None]  # [1, n, count]
-        layer = jnp.arange(layers)[:, None, None]
+        pages = jnp.where(real, pages, self.keys.shape[2])[None, None]  # [1, 1, n, count]
+        head = jnp.arange(kv_heads)[:, None, None, None]
+        layer = jnp.arange(layers)[None, :, None, None]
         keys = keys.reshape(layers, n, kv_heads, head_dim, count, PAGE)
         values = values.reshape(layers, n, kv_heads, count, PAGE, head_dim)
         return dataclasses.replace(
             self,
-            keys=self.keys.at[layer, pages].set(
-                keys.transpose(0, 1, 4, 2, 3, 5), mode="drop"
-            ),  # [L, n, count, k, d, B]
-            values=self.values.at[layer, pages].set(
-                values.transpose(0, 1, 3, 2, 4, 5), mode="drop"
-            ),  # [L, n, count, k, B, d]
+            keys=self.keys.at[head, layer, pages].set(
+                keys.transpose(2, 0, 1, 4, 5, 3), mode="drop"
+            ),  # indexed dims [k, L, n, count], then B, d
+            values=self.values.at[head, layer, pages].set(
+                values.transpose(2, 0, 1, 3, 4, 5), mode="drop"
+            ),
             lengths=self.lengths.at[rows].set(lengths, mode="drop"),
         )
 
@@ -210,8 +223,8 @@ Cache = KVCache | PagedKVCache
 
 KEYS_LOGICAL_AXES = ("layers", "batch", "act_kv_heads", "head_dim", "cache_seq")
 VALUES_LOGICAL_AXES = ("layers", "batch", "act_kv_heads", "cache_seq", "head_dim")
-PAGED_KEYS_LOGICAL_AXES = ("layers", None, "act_kv_heads", "head_dim", None)
-PAGED_VALUES_LOGICAL_AXES = ("layers", None, "act_kv_heads", None, "head_dim")
+PAGED_KEYS_LOGICAL_AXES = ("act_kv_heads", "layers", None, None, "head_dim")
+PAGED_VALUES_LOGICAL_AXES = PAGED_KEYS_LOGICAL_AXES
 
 # XLA:CPU gives a library matmul (YNNPACK) a materialized copy of any sliced operand, so a
 # layer's cache slots are copied before they are read. Reading a few rows at a time keeps that
@@ -266,6 +279,7 @@ def attend_cache_and_new(
     cached_lengths: jax.Array,
     new_k: jax.Array,
     new_v: jax.Array,
+    keys_by_slot: bool = False,
 ) -> jax.Array:
     """Grouped-query attention of t new tokens to a row's filled cache slots and to themselves.
 
@@ -275,8 +289,8 @@ def attend_cache_and_new(
 
     Args:
       q: [b, t, h, d] queries of the new tokens.
-      cached_k: [b, k, d, c], cached_v: [b, k, c, d] the cache (slots past cached_lengths are
-        ignored).
+      cached_k: [b, k, d, c] ([b, k, c, d] with ``keys_by_slot``: a paged read), cached_v:
+        [b, k, c, d] the cache (slots past cached_lengths are ignored).
       cached_lengths: [b] int, filled cache slots per row.
       new_k, new_v: [b, t, k, d] keys/values of the new tokens.
 
@@ -284,12 +298,15 @@ def attend_cache_and_new(
       [b, t, h, d] in the dtype of q.
     """
     b, t, h, d = q.shape
-    kv_heads, c = cached_k.shape[1], cached_k.shape[3]
+    kv_heads, c = cached_v.shape[1], cached_v.shape[2]
     q = q.reshape(b, t, kv_heads, h // kv_heads, d).transpose(0, 2, 3, 1, 4)  # [b, k, g, t, d]
     hidden = jnp.finfo(jnp.float32).min
     cached_visible = jnp.arange(c) < cached_lengths[:, None]  # [b, c]
     new_visible = jnp.tril(jnp.ones((t, t), bool))  # [t, s]
-    cached_logits = jnp.einsum("bkgtd,bkdc->bkgtc", q, cached_k, preferred_element_type=jnp.float32)
+    keys = "bkcd" if keys_by_slot else "bkdc"
+    cached_logits = jnp.einsum(
+        f"bkgtd,{keys}->bkgtc", q, cached_k, preferred_element_type=jnp.float32
+    )
     cached_logits = jnp.where(cached_visible[:, None, None, None], cached_logits * d**-0.5, hidden)
     new_logits = jnp.einsum("bkgtd,bskd->bkgts", q, new_k, preferred_element_type=jnp.float32)
     new_logits = jnp.where(new_visible, new_logits * d**-0.5, hidden)
@@ -343,7 +360,13 @@ def attend_layer_cache(
     def attend_rows(first_row, q, new_k, new_v, lengths):
         keys, values = cache.read_rows(layer, first_row, q.shape[0], read_length)
         return attend_cache_and_new(
-            q, keys.astype(q.dtype), values.astype(q.dtype), lengths, new_k, new_v
+            q,
+            keys.astype(q.dtype),
+            values.astype(q.dtype),
+            lengths,
+            new_k,
+            new_v,
+            cache.keys_by_slot,
         )
 
     if rows == batch:
@@ -390,6 +413,7 @@ def _attend_row(
         cache.lengths[row][None],
         new_k[None],
         new_v[None],
+        cache.keys_by_slot,
     )[0]
 
 

@@ -341,8 +341,8 @@ class Qwen3ForCausalLM(nnx.Module):
         dtype = dtype or self.dtype
         kv_heads, layers = c.num_key_value_heads, c.num_hidden_layers
         return PagedKVCache(
-            keys=jnp.zeros((layers, pages, kv_heads, c.head_dim, PAGE), dtype),
-            values=jnp.zeros((layers, pages, kv_heads, PAGE, c.head_dim), dtype),
+            keys=jnp.zeros((kv_heads, layers, pages, PAGE, c.head_dim), dtype),
+            values=jnp.zeros((kv_heads, layers, pages, PAGE, c.head_dim), dtype),
             table=jnp.full((batch_size, max_length // PAGE), pages, jnp.int32),
             lengths=jnp.zeros((batch_size,), jnp.int32),
         )

@@ -66,7 +66,7 @@ def memory_per_device(
     )
     if pages is not None:
         c = model.config
-        shape = (c.num_hidden_layers, pages, c.num_key_value_heads, PAGE, c.head_dim)
+        shape = (c.num_key_value_heads, c.num_hidden_layers, pages, PAGE, c.head_dim)
         cache_sharding = logical_to_sharding(PAGED_VALUES_LOGICAL_AXES, mesh, rules, shape=shape)
         return weights, 2 * _bytes_per_device(shape, model.dtype, cache_sharding)
     shape = cache_shape(model.config, slots, max_cache_len)

@@ -107,8 +107,10 @@ def test_paged_rows_of_very_different_lengths_equal_the_dense_cache(random_model
     np.testing.assert_array_equal(np.asarray(paged.lengths), [153, 5, 73, 43, 40])
     # Row 3's writes began in its own third page: the pages it shares with row 2 hold row 2's
     # keys (equal to the dense row 2's first 32 slots), and unowned pages are untouched.
-    keys = np.asarray(paged.keys)  # [L, pages, k, d, B]
-    shared = keys[:, table[2, :2]].transpose(0, 2, 3, 1, 4).reshape(2, 2, 16, 32)
-    np.testing.assert_array_equal(shared, np.asarray(dense.keys)[:, 2, :, :, :32])
+    keys = np.asarray(paged.keys)  # [k, L, pages, B, d]
+    shared = keys[:, :, table[2, :2]].reshape(2, 2, 32, 16)
+    np.testing.assert_array_equal(
+        shared, np.asarray(dense.keys)[:, 2, :, :, :32].transpose(1, 0, 3, 2)
+    )
     unowned = np.setdiff1d(np.arange(pool), table[table < pool])
-    assert not np.any(keys[:, unowned]) and not np.any(np.asarray(paged.values)[:, unowned])
+    assert not np.any(keys[:, :, unowned]) and not np.any(np.asarray(paged.values)[:, :, unowned])
