@@ -6,8 +6,10 @@ A row's slots live in pages of ``PAGE`` tokens listed in its page table (model/k
 them, so a later prompt that begins with the same tokens (the next turn of an episode, another
 rollout of the task) takes those pages into its own table, with no copy, and computes only the
 rest: vLLM's automatic prefix caching, which also shares full blocks only (a partial last page
-is recomputed, at most ``PAGE - 1`` tokens a prompt). The index is checked against the stored
-tokens, so a hash collision costs reuse, never correctness.
+is recomputed, at most ``PAGE - 1`` tokens a prompt). The chain is a 128-bit BLAKE2b digest of the
+previous page's digest and the page's tokens (vLLM offers sha256 for the same reason: a chain
+collision would hand over keys and values computed after another prefix), and a matched page's
+tokens are checked as well.
 
     pages = PageTable(rows=8, pages=512, max_len=4096)
     placements = pages.place([prompt_a, prompt_b], free_rows=[0, 3, 5])
@@ -24,6 +26,7 @@ needed and no empty one is left (an evicted prefix is recomputed, never wrong).
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
@@ -33,8 +36,8 @@ from deepswe_jax.model.kv_cache import PAGE
 from deepswe_jax.sampling.prefix_cache import Placement
 
 
-def _chain(previous: int, block: np.ndarray) -> int:
-    return hash((previous, block.tobytes()))
+def _chain(previous: bytes, block: np.ndarray) -> bytes:
+    return hashlib.blake2b(previous + block.tobytes(), digest_size=16).digest()
 
 
 class PageTable:
@@ -62,13 +65,13 @@ class PageTable:
         self.preemptions = 0
         self.peak_held = 0  # most pages rows held at once (the pool's high-water mark)
         self._tokens = np.zeros((pages, PAGE), np.int32)
-        self._hash = [None] * pages  # chain hash of an indexed full page
+        self._hash: list[bytes | None] = [None] * pages  # chain digest of an indexed full page
         self._refs = np.zeros(pages, np.int64)
-        self._index: dict[int, int] = {}  # chain hash -> page
+        self._index: dict[bytes, int] = {}  # chain digest -> page
         self._cached: OrderedDict[int, None] = OrderedDict()  # unreferenced full pages, LRU first
         self._empty = list(range(pages - 1, -1, -1))  # popped from the end
         self._row_pages: list[list[int]] = [[] for _ in range(rows)]
-        self._row_chain: list[list[int]] = [[] for _ in range(rows)]  # hash per full page
+        self._row_chain: list[list[bytes]] = [[] for _ in range(rows)]  # digest per full page
         self._filled = np.zeros(rows, np.int64)
         self._busy = np.zeros(rows, bool)
         self._stale = np.zeros(rows, bool)  # busy rows whose pages came from replaced weights
@@ -101,6 +104,8 @@ class PageTable:
             if needed + reserve > self.free_pages() - taken_from_cache:
                 break
             row = free.pop()
+            if self._busy[row]:
+                raise RuntimeError(f"row {row} is still busy; release it before placing in it")
             for page in shared:
                 self._take(page)
             pages = shared + [self._allocate() for _ in range(needed)]
@@ -188,10 +193,10 @@ class PageTable:
         self._hash = [None] * self.pages
         self._stale[:] = self._busy
 
-    def _match(self, ids: np.ndarray) -> tuple[list[int], list[int]]:
+    def _match(self, ids: np.ndarray) -> tuple[list[int], list[bytes]]:
         """The indexed full pages holding ids' longest prefix of whole pages (at most
         len(ids) - 1 tokens: the last is computed for its logits), and their chain hashes."""
-        pages, chains, chain = [], [], 0
+        pages, chains, chain = [], [], b""
         if not self.enabled:
             return pages, chains
         while (len(pages) + 1) * PAGE <= len(ids) - 1:
@@ -236,7 +241,7 @@ class PageTable:
         chains, pages = self._row_chain[row], self._row_pages[row]
         while (len(chains) + 1) * PAGE <= self._filled[row]:
             page = pages[len(chains)]
-            chain = _chain(chains[-1] if chains else 0, self._tokens[page])
+            chain = _chain(chains[-1] if chains else b"", self._tokens[page])
             chains.append(chain)
             if chain not in self._index:
                 self._index[chain] = page

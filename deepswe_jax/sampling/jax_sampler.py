@@ -146,6 +146,12 @@ class JaxSampler:
                     f"max_cache_len={max_cache_len:,}; raise sampler.max_cache_tokens to at least "
                     f"{max_cache_len:,}"
                 )
+            if paged and max_cache_tokens < -(-max_cache_len // PAGE) * PAGE:
+                raise ValueError(
+                    f"a paged cache of {max_cache_tokens:,} tokens holds no sequence of "
+                    f"max_cache_len={max_cache_len:,} rounded up to whole pages of {PAGE}; raise "
+                    f"sampler.max_cache_tokens to at least {-(-max_cache_len // PAGE) * PAGE:,}"
+                )
             if not paged:
                 max_batch = min(max_batch, max_cache_tokens // max_cache_len)
         self.paged = paged
@@ -320,6 +326,7 @@ class JaxSampler:
                     return
                 free = self._slots.free()
                 admitted = [self._queue.popleft() for _ in range(min(len(free), len(self._queue)))]
+            waiting: list[InFlight] = []
             try:
                 with self._weights_lock, jax.set_mesh(self._mesh), use_rules(self._rules):
                     if admitted:
@@ -330,15 +337,19 @@ class JaxSampler:
                         self._decode_once()
             except Exception as error:  # fail the affected callers, keep serving
                 self._prefixes.invalidate()
-                self._slots.fail(error)
+                self._slots.fail(error)  # every placed request: its row is freed
                 for sequence in admitted:
-                    deliver(sequence, error)
+                    if all(sequence is not w for w in waiting):  # those wait in the queue
+                        deliver(sequence, error)
 
     def _admit(self, free: list[int], admitted: list[InFlight]) -> list[InFlight]:
         """Places admitted requests in free rows (prefix_cache.py) and computes their prompts,
         wave by wave: copies of cached prefixes first, then the rest of each prompt. Returns
         the requests that found no row this time (they wait at the front of the queue)."""
         placements = self._prefixes.place([s.prompt_ids for s in admitted], free)
+        for placement, sequence in zip(placements, admitted, strict=False):
+            # every placed request holds its row now, so a failure in any wave frees them all
+            self._slots.start(placement.row, sequence)
         self._sync_table()
         for wave in sorted({p.wave for p in placements}):
             placed = [(p, s) for p, s in zip(placements, admitted, strict=False) if p.wave == wave]
@@ -355,7 +366,6 @@ class JaxSampler:
             for placement, sequence in placed:
                 computed = len(sequence.prompt_ids) - placement.reused
                 self._counts.add(len(sequence.prompt_ids), computed)
-                self._slots.start(placement.row, sequence)
                 if placement.reused:
                     key = (True, bucket(min(computed, EXTEND_CHUNK), self._extend_buckets))
                 else:

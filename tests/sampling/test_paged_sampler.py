@@ -4,6 +4,7 @@ log-probs of an unconstrained sampler (greedy and seeded), and returns every pag
 PageTable shares only verified full pages, evicts the least recently used, tail pages first."""
 
 import asyncio
+import dataclasses
 
 import numpy as np
 import pytest
@@ -146,7 +147,7 @@ def test_page_table_shares_verified_full_pages_and_evicts_tail_pages_first(monke
     assert again.reused == PAGE and small.table[1, 0] == 0
 
     # A hash collision is never trusted: every page hashes alike, tokens differ, nothing shared.
-    monkeypatch.setattr(block_manager, "_chain", lambda previous, block: 0)
+    monkeypatch.setattr(block_manager, "_chain", lambda previous, block: b"")
     collide = PageTable(rows=2, pages=8, max_len=4 * PAGE)
     collide.place([list(range(40))], free_rows=[0])
     [other] = collide.place([list(range(50, 90))], free_rows=[1])
@@ -164,3 +165,51 @@ def test_page_table_preempts_the_youngest_and_admission_waits():
     assert pages.grow({0: 56, 1: 56}) == [1]
     assert pages.preemptions == 1 and pages.free_pages() == 6 - 4
     assert (pages.table[1] == pages.pages).all()
+
+
+def test_a_failed_device_step_frees_every_placed_row_and_keeps_serving(model):
+    """The first prefill fails (as an out-of-memory error would) while a second prompt waits for
+    the first's pages in the next wave: both callers get the error, every page comes back, and a
+    prompt needing the whole pool is served afterwards (found by red-teaming: the later wave's
+    row stayed busy, its pages leaked and that prompt waited forever)."""
+    sampler = JaxSampler(
+        model, max_batch=2, max_cache_len=96, min_prefill_len=PAGE, paged=True,
+        max_cache_tokens=96,
+    )  # fmt: skip
+    prefill, calls = sampler._programs.prefill, []
+
+    def failing_once(*args):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("simulated device failure")
+        return prefill(*args)
+
+    sampler._programs = dataclasses.replace(sampler._programs, prefill=failing_once)
+    rng = np.random.default_rng(2)
+    shared = tuple(int(t) for t in rng.integers(0, CONFIG.vocab_size, 40))
+
+    async def both():
+        return await asyncio.gather(
+            sampler.generate([GenerateRequest(shared, greedy(4, 0))]),
+            sampler.generate([GenerateRequest(shared + (7,), greedy(4, 0))]),
+            return_exceptions=True,
+        )
+
+    async def whole_pool():
+        prompt = tuple(int(t) for t in rng.integers(0, CONFIG.vocab_size, 95))
+        return await asyncio.wait_for(
+            sampler.generate([GenerateRequest(prompt, greedy(1, 0))]), 300
+        )
+
+    try:
+        assert [type(r) for r in asyncio.run(both())] == [RuntimeError, RuntimeError]
+        assert sampler._prefixes.free_pages() == sampler.cache_pages
+        [completion] = asyncio.run(whole_pool())
+        assert len(completion.token_ids) == 1
+    finally:
+        sampler.close()
+
+
+def test_a_pool_short_of_one_sequence_in_whole_pages_is_refused_before_allocating(model):
+    with pytest.raises(ValueError, match="raise sampler.max_cache_tokens to at least 112"):
+        JaxSampler(model, max_cache_len=100, max_cache_tokens=100, paged=True)
