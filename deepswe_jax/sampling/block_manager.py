@@ -27,6 +27,7 @@ needed and no empty one is left (an evicted prefix is recomputed, never wrong).
 from __future__ import annotations
 
 import hashlib
+import heapq
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
@@ -69,7 +70,11 @@ class PageTable:
         self._refs = np.zeros(pages, np.int64)
         self._index: dict[bytes, int] = {}  # chain digest -> page
         self._cached: OrderedDict[int, None] = OrderedDict()  # unreferenced full pages, LRU first
-        self._empty = list(range(pages - 1, -1, -1))  # popped from the end
+        # Empty pages; a row takes the page after its last one when that is empty, else the
+        # lowest (a heap, stale entries skipped): rows' pages stay in runs, which a CPU gathers
+        # about 2x faster than pages scattered over the pool (bench/decode_reads.py).
+        self._empty = set(range(pages))
+        self._lowest = list(range(pages))
         self._row_pages: list[list[int]] = [[] for _ in range(rows)]
         self._row_chain: list[list[bytes]] = [[] for _ in range(rows)]  # digest per full page
         self._filled = np.zeros(rows, np.int64)
@@ -108,7 +113,9 @@ class PageTable:
                 raise RuntimeError(f"row {row} is still busy; release it before placing in it")
             for page in shared:
                 self._take(page)
-            pages = shared + [self._allocate() for _ in range(needed)]
+            pages = list(shared)
+            for _ in range(needed):
+                pages.append(self._allocate(pages[-1] if pages else None))
             wave = max((written[p] + 1 for p in shared if p in written), default=0)
             for page in pages[len(shared) :]:
                 written[page] = wave
@@ -151,7 +158,7 @@ class PageTable:
         for row, slots in needs.items():
             pages = self._row_pages[row]
             while len(pages) * PAGE < min(slots, self.table.shape[1] * PAGE):
-                self.table[row, len(pages)] = page = self._allocate()
+                self.table[row, len(pages)] = page = self._allocate(pages[-1] if pages else None)
                 pages.append(page)
                 self.version += 1
         return preempted
@@ -175,7 +182,7 @@ class PageTable:
                 self._cached[page] = None
             else:
                 self._forget(page)
-                self._empty.append(page)
+                self._free(page)
         self._row_pages[row], self._row_chain[row] = [], []
         self._filled[row] = 0
         self._busy[row] = self._stale[row] = False
@@ -187,7 +194,7 @@ class PageTable:
         running keep their pages but share nothing more."""
         for page in list(self._cached):
             self._forget(page)
-            self._empty.append(page)
+            self._free(page)
         self._cached.clear()
         self._index.clear()
         self._hash = [None] * self.pages
@@ -215,10 +222,21 @@ class PageTable:
         self._refs[page] += 1
         self._note_held()
 
-    def _allocate(self) -> int:
-        """An empty page, else the least recently used cached one (forgotten), referenced once."""
-        if self._empty:
-            page = self._empty.pop()
+    def _free(self, page: int) -> None:
+        self._empty.add(page)
+        heapq.heappush(self._lowest, page)
+
+    def _allocate(self, after: int | None) -> int:
+        """An empty page (the one after `after` if empty, else the lowest), else the least
+        recently used cached one (forgotten); referenced once."""
+        if after is not None and after + 1 in self._empty:
+            page = after + 1
+            self._empty.remove(page)
+        elif self._empty:
+            page = heapq.heappop(self._lowest)
+            while page not in self._empty:  # taken as some row's next page since pushed
+                page = heapq.heappop(self._lowest)
+            self._empty.remove(page)
         else:
             page, _ = self._cached.popitem(last=False)
             self._forget(page)
