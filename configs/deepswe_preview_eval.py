@@ -91,7 +91,11 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
             submit_notice_tokens=40,
         )
         config.sampler.update(
-            kind="jax", max_batch=4, tensor_parallel_size=1, dtype=small.compute_dtype
+            kind="jax",
+            max_batch=4,
+            tensor_parallel_size=1,
+            dtype=small.compute_dtype,
+            paged=small.sampler.paged,
         )
         config.env.update(max_envs=2, mem_limit="1g")
     return config

@@ -51,7 +51,10 @@ def get_config() -> ml_collections.ConfigDict:
         reward_timeout=120.0,
         submit_notice_tokens=56,
     )
-    config.sampler.update(kind="jax", max_batch=8, dtype="float32")
+    # A dense cache on CPU: XLA:CPU gathers pages at about half a slice's speed (the paged
+    # sampler ran 0.64x the dense one on the full-size agent draw, BENCHMARKS.md), and these
+    # rows are short.
+    config.sampler.update(kind="jax", max_batch=8, dtype="float32", paged=False)
     config.env.update(max_envs=8, mem_limit="1g", cpus=1.0, pids_limit=256)
     config.checkpoint.update(every=1, keep=2)
     return config
