@@ -44,6 +44,10 @@ lengths; on CPU each row as far as its own length, elsewhere every row as far as
 the layer scan only reads the cache, and the new keys/values are written once after it, so
 with a donated cache a step writes L * b * t slots in place instead of copying the cache.
 
+``init_paged_cache(batch_size, pages, max_length)`` gives a ``PagedKVCache`` instead: rows hold
+pages of 16 slots named by a page table the caller fills (JaxSampler's ``paged=True``); ``decode``
+reads and writes it through the same calls.
+
 Prompts into empty rows can skip the cache altogether: ``prefill(prompt_ids, prompt_lengths)``
 runs the full-sequence forward and returns the logits at each prompt's last token and the
 prompts' keys/values in the cache layouts, for the caller to place in its rows (JaxSampler).
