@@ -4,8 +4,9 @@ each row its own pages of a paged cache.
   JAX_PLATFORMS=cpu python -m bench.decode_reads [--repeats 7]
 
 `Qwen3ForCausalLM.decode` with `each_row_reads` False (one read length for the batch, the shortest
-of kv_cache.read_lengths holding the longest live row) and True (kv_cache.attend_each_row_cache,
-the CPU default: each row its own read length, rows without a token read nothing), in one jitted
+of cache_attention.read_lengths holding the longest live row) and True
+(cache_attention.attend_each_row_cache, the CPU default: each row its own read length, rows
+without a token read nothing), in one jitted
 call of decoding.DECODE_STEPS greedy steps, as the sampler's decode call runs them, the cache
 donated as there. The paged cache (kv_cache.PagedKVCache, each row its own length) holds the same
 keys and values in pages of 16 slots, each row's pages scattered over the pool in a random order.

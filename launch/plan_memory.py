@@ -43,10 +43,9 @@ from absl import app, flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from deepswe_jax import cli  # noqa: E402
-from deepswe_jax.experiment.memory_plan import (  # noqa: E402
-    format_plan,
+from deepswe_jax.experiment.memory_plan import format_plan, plan_memory  # noqa: E402
+from deepswe_jax.experiment.sampler_memory_plan import (  # noqa: E402
     format_sampler_plan,
-    plan_memory,
     plan_sampler_memory,
 )
 

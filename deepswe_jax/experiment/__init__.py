@@ -14,8 +14,10 @@ config field before any work.
     training.py      trainer, rollout sampler; RL, SFT and verifier training runs
     evaluation.py    evaluation and expert runs
     serving.py       a sampler process's checkpoint follower
-    memory_plan.py   bytes per device of a config's training step or sampler
-                     (launch/plan_memory.py)
+    memory_plan.py   bytes per device of a config's training step (launch/plan_memory.py)
+    sampler_memory_plan.py
+                     bytes per device of a config's sampler, vLLM or JAX
+                     (launch/plan_memory.py --sampler)
     checks.py        config checks of SFT, verifier training and evaluation before any work
 """
 

@@ -3,7 +3,8 @@
 config     Qwen3Config: the architecture, with HF config.json's field names
 qwen3      Qwen3ForCausalLM: scanned layers, named remat policies, functional KV cache
 attention  causal attention over whole sequences, one function per kernel (xla/cudnn/pallas)
-kv_cache   the KV cache of incremental decoding and attention over it
+kv_cache   the KV caches of incremental decoding: dense rows, or pages named by a page table
+cache_attention  a decode step's attention over either cache
 lora       LoRA adapters on the stacked projection kernels
 hf_io      HF safetensors <-> Qwen3ForCausalLM, one tensor at a time
 """
@@ -15,12 +16,13 @@ from deepswe_jax.model.hf_io import (
     load_hf_checkpoint,
     save_hf_checkpoint,
 )
-from deepswe_jax.model.kv_cache import KVCache
+from deepswe_jax.model.kv_cache import KVCache, PagedKVCache
 from deepswe_jax.model.qwen3 import REMAT_POLICIES, Qwen3ForCausalLM, remat_policy
 
 __all__ = [
     "REMAT_POLICIES",
     "KVCache",
+    "PagedKVCache",
     "Qwen3Config",
     "Qwen3ForCausalLM",
     "hf_shapes",

@@ -28,7 +28,7 @@ fixed shapes, and the cache can be donated::
     # one token per row per step
     logits, cache = model.decode(next_ids[:, None], cache)      # logits [B, 1, v]
 
-``KVCache`` (model/kv_cache.py) holds ``keys`` [L, B, k, d, C], ``values`` [L, B, k, C, d] and
+``KVCache`` (model/kv_cache.py; attention over it in model/cache_attention.py) holds ``keys`` [L, B, k, d, C], ``values`` [L, B, k, C, d] and
 ``lengths`` [B] (filled slots per row). ``decode(input_ids [B, t], cache, positions=None,
 num_tokens=None)`` writes the t new keys and values of row b into slots ``lengths[b] ..
 lengths[b] + t - 1``, lets each new token attend to every slot up to and including its own, and
@@ -63,8 +63,9 @@ from flax import nnx
 from jax.ad_checkpoint import checkpoint_name
 
 from deepswe_jax.model.attention import AttentionImpl, causal_attention, check_attention_impl
+from deepswe_jax.model.cache_attention import attend_cache
 from deepswe_jax.model.config import Qwen3Config
-from deepswe_jax.model.kv_cache import PAGE, Cache, KVCache, PagedKVCache, attend_cache
+from deepswe_jax.model.kv_cache import PAGE, Cache, KVCache, PagedKVCache
 from deepswe_jax.parallel.sharding import constrain
 
 RematPolicy = Literal["none", "full", "save_dots", "offload"]

@@ -33,17 +33,19 @@ trainer recomputes.
 A request generates at most `max_cache_len - len(prompt)` tokens: when the cache row is full it
 ends with finish_reason 'length', as when `max_new_tokens` runs out.
 
-Memory: each slot reserves a whole row of `max_cache_len` positions, so the cache is sized by a
-token budget when one is given (`max_cache_tokens`: slots = budget // max_cache_len, at most
-`max_batch`), and a sampler whose weights and cache would not fit the devices' free memory is
-refused before anything is allocated, with the sizes and what to change.
+Memory: with the dense cache each slot reserves a whole row of `max_cache_len` positions, so
+the cache is sized by a token budget when one is given (`max_cache_tokens`: slots = budget //
+max_cache_len, at most `max_batch`). With `paged=True` the budget is a pool of pages of 16
+positions that `max_batch` rows take as they grow (block_manager.py: full pages shared between
+prompts, the newest request preempted and run again when the pool runs out). A sampler whose
+weights and cache would not fit the devices' free memory is refused before anything is
+allocated, with the sizes and what to change (memory.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -55,18 +57,11 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from deepswe_jax.model.kv_cache import (
-    KEYS_LOGICAL_AXES,
     PAGE,
-    PAGED_KEYS_LOGICAL_AXES,
-    PAGED_VALUES_LOGICAL_AXES,
-    VALUES_LOGICAL_AXES,
-    KVCache,
-    PagedKVCache,
 )
 from deepswe_jax.model.qwen3 import Qwen3ForCausalLM
 from deepswe_jax.parallel import (
     DEFAULT_RULES,
-    logical_to_sharding,
     make_mesh,
     state_shardings,
     use_rules,
@@ -75,7 +70,7 @@ from deepswe_jax.parallel.sharding import Rules
 from deepswe_jax.sampling.base import Completion, GenerateRequest
 from deepswe_jax.sampling.block_manager import PageTable
 from deepswe_jax.sampling.decoding import DECODE_STEPS, SamplerPrograms
-from deepswe_jax.sampling.memory import refuse_what_cannot_fit
+from deepswe_jax.sampling.memory import CacheLayout, allocate_cache
 from deepswe_jax.sampling.prefix_cache import Placement, PrefillCounts, RowPrefixCache
 from deepswe_jax.sampling.sequences import (
     InFlight,
@@ -139,21 +134,8 @@ class JaxSampler:
             raise ValueError(
                 f"need max_batch >= 1 and max_cache_len >= 2, got {max_batch} and {max_cache_len}"
             )
-        if max_cache_tokens is not None:
-            if max_cache_tokens < max_cache_len:
-                raise ValueError(
-                    f"a cache budget of {max_cache_tokens:,} tokens holds no slot of "
-                    f"max_cache_len={max_cache_len:,}; raise sampler.max_cache_tokens to at least "
-                    f"{max_cache_len:,}"
-                )
-            if paged and max_cache_tokens < -(-max_cache_len // PAGE) * PAGE:
-                raise ValueError(
-                    f"a paged cache of {max_cache_tokens:,} tokens holds no sequence of "
-                    f"max_cache_len={max_cache_len:,} rounded up to whole pages of {PAGE}; raise "
-                    f"sampler.max_cache_tokens to at least {-(-max_cache_len // PAGE) * PAGE:,}"
-                )
-            if not paged:
-                max_batch = min(max_batch, max_cache_tokens // max_cache_len)
+        layout = CacheLayout.of(max_batch, max_cache_len, max_cache_tokens, paged)
+        max_batch = layout.rows
         self.paged = paged
         self.max_batch = max_batch
         self.max_cache_len = max_cache_len
@@ -162,36 +144,26 @@ class JaxSampler:
         self._mesh = mesh or make_mesh(1, 1, 1, devices=jax.devices()[:1])
         self._rules = tuple(rules)
         # A paged row's slots are whole pages: its length and every prompt bucket round up.
-        row_len = -(-max_cache_len // PAGE) * PAGE if paged else max_cache_len
-        grain = PAGE if paged else 1
+        row_len, grain = layout.row_len, PAGE if paged else 1
         self._length_buckets = _round_up(powers_of_two_up_to(row_len, min_prefill_len), grain)
         self._extend_buckets = powers_of_two_up_to(min(EXTEND_CHUNK, row_len), min_prefill_len)
         self._count_buckets = powers_of_two_up_to(max_batch)
 
-        if paged:
-            pages = (max_cache_tokens or max_batch * row_len) // PAGE
-            self.cache_pages = pages
-            refuse_what_cannot_fit(
-                model, max_batch, row_len, self._mesh, self._rules, free_bytes, pages=pages
-            )
-            init_cache = functools.partial(model.init_paged_cache, max_batch, pages, row_len)
-        else:
-            refuse_what_cannot_fit(
-                model, max_batch, max_cache_len, self._mesh, self._rules, free_bytes
-            )
-            init_cache = functools.partial(model.init_cache, max_batch, max_cache_len)
+        self.cache_pages = layout.pages
+        # Refused (weights and cache too large for the devices) before anything is allocated.
+        self._cache, cache_shardings = allocate_cache(
+            model, layout, self._mesh, self._rules, free_bytes
+        )
         graphdef, state = nnx.split(model)
         self._state_shardings = state_shardings(state, self._mesh, self._rules)
         self._state_leaves, self._state_treedef = jax.tree.flatten(state)
         self._state = jax.device_put(state, self._state_shardings, may_alias=False)
 
-        cache_shardings = self._cache_shardings(jax.eval_shape(init_cache))
-        self._cache = jax.jit(init_cache, out_shardings=cache_shardings)()
         self._programs = SamplerPrograms.build(graphdef, cache_shardings, self._mesh)
         if paged:
             self._table_sharding = cache_shardings.table
             self._table_version = -1
-            self._prefixes = PageTable(max_batch, pages, row_len, enabled=prefix_caching)
+            self._prefixes = PageTable(max_batch, layout.pages, row_len, enabled=prefix_caching)
         else:
             self._prefixes = RowPrefixCache(max_batch, max_cache_len, enabled=prefix_caching)
         self._counts = PrefillCounts()
@@ -203,26 +175,6 @@ class JaxSampler:
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="jax-sampler", daemon=True)
         self._thread.start()
-
-    def _cache_shardings(self, cache: KVCache | PagedKVCache) -> KVCache | PagedKVCache:
-        """Where the cache lives: kv heads by the rules; a dense cache's rows over the batch
-        axes, a paged cache's pool, table and lengths on every data-parallel device."""
-
-        def sharding(axes, shape):
-            return logical_to_sharding(axes, self._mesh, self._rules, shape)
-
-        if isinstance(cache, PagedKVCache):
-            return PagedKVCache(
-                keys=sharding(PAGED_KEYS_LOGICAL_AXES, cache.keys.shape),
-                values=sharding(PAGED_VALUES_LOGICAL_AXES, cache.values.shape),
-                table=sharding((None, None), cache.table.shape),
-                lengths=sharding((None,), cache.lengths.shape),
-            )
-        return KVCache(
-            keys=sharding(KEYS_LOGICAL_AXES, cache.keys.shape),
-            values=sharding(VALUES_LOGICAL_AXES, cache.values.shape),
-            lengths=sharding(("batch",), cache.lengths.shape),
-        )
 
     def _sync_table(self) -> None:
         """Hands a paged cache the host's page table when it changed."""

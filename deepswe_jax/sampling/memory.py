@@ -1,14 +1,19 @@
-"""What a JaxSampler holds on each device (weights and the KV cache), before it allocates any.
+"""What a JaxSampler holds on each device (weights and the KV cache), before it allocates any,
+and the cache it then allocates.
 
     weights, cache = memory_per_device(model, slots=8, max_cache_len=36864, mesh=mesh)
     free = free_device_bytes(mesh.devices.flat[0])
+    layout = CacheLayout.of(max_batch=64, max_cache_len=36864, max_cache_tokens=None, paged=True)
+    cache, shardings = allocate_cache(model, layout, mesh, rules, free_bytes=None)
 
-Used by JaxSampler to refuse a cache that cannot fit (`refuse_what_cannot_fit`), and by tests
-to check a config's sampler beside its training memory.
+Used by JaxSampler to refuse a cache that cannot fit (`refuse_what_cannot_fit`) and to build
+its cache, and by the memory planner and tests to check a config's sampler.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import os
 from collections.abc import Sequence
@@ -19,7 +24,15 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 
-from deepswe_jax.model.kv_cache import PAGE, PAGED_VALUES_LOGICAL_AXES, VALUES_LOGICAL_AXES
+from deepswe_jax.model.kv_cache import (
+    KEYS_LOGICAL_AXES,
+    PAGE,
+    PAGED_KEYS_LOGICAL_AXES,
+    PAGED_VALUES_LOGICAL_AXES,
+    VALUES_LOGICAL_AXES,
+    KVCache,
+    PagedKVCache,
+)
 from deepswe_jax.model.qwen3 import Qwen3ForCausalLM
 from deepswe_jax.parallel import DEFAULT_RULES, logical_to_sharding, state_shardings
 from deepswe_jax.parallel.sharding import Rules
@@ -121,3 +134,72 @@ def refuse_what_cannot_fit(
         f"{fitting_slots * length:,}, shorten agent.max_context, or shard the sampler over "
         "more devices"
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheLayout:
+    """A JaxSampler's cache: `rows` rows of `row_len` slots each, dense (pages None) or sharing
+    a pool of `pages` pages of ``PAGE`` slots (row_len then a whole number of pages)."""
+
+    rows: int
+    row_len: int
+    pages: int | None
+
+    @classmethod
+    def of(
+        cls, max_batch: int, max_cache_len: int, max_cache_tokens: int | None, paged: bool
+    ) -> CacheLayout:
+        """The layout for a token budget (None: `max_batch` full rows' worth): dense, as many
+        full rows as it holds (at most max_batch); paged, max_batch rows over its pages.
+        ValueError, saying what to raise, when it holds no full row."""
+        row_len = -(-max_cache_len // PAGE) * PAGE if paged else max_cache_len
+        if max_cache_tokens is not None and max_cache_tokens < row_len:
+            whole_pages = f" rounded up to whole pages of {PAGE}" if paged else ""
+            raise ValueError(
+                f"a cache budget of {max_cache_tokens:,} tokens holds no sequence of "
+                f"max_cache_len={max_cache_len:,}{whole_pages}; raise sampler.max_cache_tokens "
+                f"to at least {row_len:,}"
+            )
+        if paged:
+            return cls(max_batch, row_len, (max_cache_tokens or max_batch * row_len) // PAGE)
+        if max_cache_tokens is not None:
+            max_batch = min(max_batch, max_cache_tokens // max_cache_len)
+        return cls(max_batch, row_len, None)
+
+
+def allocate_cache(
+    model: Qwen3ForCausalLM,
+    layout: CacheLayout,
+    mesh: Mesh,
+    rules: Rules,
+    free_bytes: int | None,
+) -> tuple[KVCache | PagedKVCache, KVCache | PagedKVCache]:
+    """The empty cache of `layout` on `mesh` and its shardings, after refusing weights plus a
+    cache that would not fit (`refuse_what_cannot_fit`). Kv heads are placed by the rules; a
+    dense cache's rows over the batch axes, a paged cache's pool, table and lengths on every
+    data-parallel device."""
+    rows, row_len, pages = layout.rows, layout.row_len, layout.pages
+    refuse_what_cannot_fit(model, rows, row_len, mesh, rules, free_bytes, pages=pages)
+    if pages is None:
+        init = functools.partial(model.init_cache, rows, row_len)
+    else:
+        init = functools.partial(model.init_paged_cache, rows, pages, row_len)
+    shape = jax.eval_shape(init)
+
+    def sharding(axes, array):
+        return logical_to_sharding(axes, mesh, rules, array.shape)
+
+    if pages is None:
+        shardings = KVCache(
+            keys=sharding(KEYS_LOGICAL_AXES, shape.keys),
+            values=sharding(VALUES_LOGICAL_AXES, shape.values),
+            lengths=sharding(("batch",), shape.lengths),
+        )
+    else:
+        shardings = PagedKVCache(
+            keys=sharding(PAGED_KEYS_LOGICAL_AXES, shape.keys),
+            values=sharding(PAGED_VALUES_LOGICAL_AXES, shape.values),
+            table=sharding((None, None), shape.table),
+            lengths=sharding((None,), shape.lengths),
+        )
+    return jax.jit(init, out_shardings=shardings)(), shardings

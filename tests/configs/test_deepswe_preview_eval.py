@@ -22,7 +22,8 @@ from configs import deepswe_preview_eval
 from deepswe_jax import experiment
 from deepswe_jax.agent.chat import ChatTokenizer
 from deepswe_jax.agent.trajectory import read_trajectories
-from deepswe_jax.experiment.memory_plan import GB, plan_sampler_memory
+from deepswe_jax.experiment.memory_plan import GB
+from deepswe_jax.experiment.sampler_memory_plan import plan_sampler_memory
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER_DIR = REPO_ROOT / "tests" / "assets" / "tokenizer"

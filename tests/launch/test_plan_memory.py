@@ -12,7 +12,8 @@ from flax import nnx
 
 from configs import deepswe_qwen3_32b, qwen3_1p7b_1gpu, tiny
 from deepswe_jax.checkpoint import restore_target
-from deepswe_jax.experiment.memory_plan import GB, plan_memory, plan_sampler_memory
+from deepswe_jax.experiment.memory_plan import GB, plan_memory
+from deepswe_jax.experiment.sampler_memory_plan import plan_sampler_memory
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import batch_sharding, make_mesh, state_shardings
 

@@ -1,5 +1,5 @@
 """Qwen3ForCausalLM.decode: multi-token chunks on a filled cache, reads bounded by the longest live
-row (model/kv_cache.py), and a donated cache updated in place (no full copy of the keys/values per
+row (model/cache_attention.py), and a donated cache updated in place (no full copy of the keys/values per
 step)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, kv_cache
+from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, cache_attention
 
 TINY = Qwen3Config(
     vocab_size=128,
@@ -87,17 +87,17 @@ def test_chunks_into_a_subset_of_rows_equal_the_full_forward(random_model):
 
 
 def test_read_lengths_step_by_at_most_a_quarter_up_to_the_cache_length():
-    assert kv_cache.read_lengths(80) == (32, 48, 64, 80)
-    reads = kv_cache.read_lengths(288)
+    assert cache_attention.read_lengths(80) == (32, 48, 64, 80)
+    reads = cache_attention.read_lengths(288)
     assert reads[:9] == (32, 48, 64, 80, 96, 112, 128, 160, 192) and reads[-1] == 288
     steps = zip(reads[:-1], reads[1:], strict=True)
     assert all(longer <= shorter * 1.5 for shorter, longer in steps)
-    assert kv_cache.read_lengths(16) == (16,)
+    assert cache_attention.read_lengths(16) == (16,)
 
 
 @pytest.mark.parametrize(
     "each_row, read_bytes",
-    [(False, kv_cache.CPU_READ_BYTES), (False, 1), (True, kv_cache.CPU_READ_BYTES)],
+    [(False, cache_attention.CPU_READ_BYTES), (False, 1), (True, cache_attention.CPU_READ_BYTES)],
     ids=["longest row, all rows at once", "longest row, row by row", "each row its own"],
 )
 def test_bounded_reads_equal_the_full_forward(random_model, monkeypatch, each_row, read_bytes):
@@ -108,7 +108,7 @@ def test_bounded_reads_equal_the_full_forward(random_model, monkeypatch, each_ro
     row its own (`attend_each_row_cache`, the CPU default): row 1 (5 slots) reads 32, row 0 48
     then 64 (it passes 48), the paused row nothing. Every live row's logits equal the full
     forward's, and the paused row resumes unharmed."""
-    monkeypatch.setattr(kv_cache, "CPU_READ_BYTES", read_bytes)
+    monkeypatch.setattr(cache_attention, "CPU_READ_BYTES", read_bytes)
     step = nnx.jit(  # traced afresh
         lambda m, ids, c, n: m.decode(ids, c, num_tokens=n, each_row_reads=each_row)
     )
