@@ -56,9 +56,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
-from deepswe_jax.model.kv_cache import (
-    PAGE,
-)
+from deepswe_jax.model.kv_cache import PAGE
 from deepswe_jax.model.qwen3 import Qwen3ForCausalLM
 from deepswe_jax.parallel import (
     DEFAULT_RULES,

@@ -1,7 +1,9 @@
 """JaxSampler's paged cache (block_manager.py): rows hold pages as they grow, so a pool too small
 for every request at once preempts the youngest and runs it again, with the tokens and
 log-probs of an unconstrained sampler (greedy and seeded), and returns every page when done;
-PageTable shares only verified full pages, evicts the least recently used, tail pages first."""
+PageTable shares only verified full pages, evicts the least recently used, tail pages first, and
+driven at random as the sampler drives it (the red-team's fuzzer, made a test) never hands a row
+a slot holding other tokens."""
 
 import asyncio
 import dataclasses
@@ -213,3 +215,120 @@ def test_a_failed_device_step_frees_every_placed_row_and_keeps_serving(model):
 def test_a_pool_short_of_one_sequence_in_whole_pages_is_refused_before_allocating(model):
     with pytest.raises(ValueError, match="raise sampler.max_cache_tokens to at least 112"):
         JaxSampler(model, max_cache_len=100, max_cache_tokens=100, paged=True)
+
+
+class Driver:
+    """Drives a PageTable as JaxSampler does (place, prefill, grow, decode 8 steps, release),
+    recording what the device would hold in each page slot: the row's tokens up to it, and the
+    weights' generation (sync_weights bumps it)."""
+
+    def __init__(self, rng, rows: int, pages: int, max_len: int, enabled: bool):
+        self.rng, self.table = rng, PageTable(rows, pages, max_len, enabled)
+        self.held: dict[tuple[int, int], tuple] = {}  # (page, slot) -> (generation, tokens)
+        self.requests: list[dict | None] = [None] * rows
+        self.queue: list[dict] = []
+        self.generation = 0
+
+    def write(self, row: int, start: int, stop: int) -> None:
+        request = self.requests[row]
+        for slot in range(start, stop):
+            page = self.table._row_pages[row][slot // PAGE]
+            self.held[page, slot % PAGE] = (self.generation, tuple(request["ids"][: slot + 1]))
+
+    def check_row(self, row: int) -> None:
+        """Every filled slot holds this row's own tokens, computed under the current weights
+        unless the row started before they changed."""
+        request, pages = self.requests[row], self.table._row_pages[row]
+        assert list(self.table.table[row, : len(pages)]) == pages
+        for slot in range(self.table.filled(row)):
+            generation, tokens = self.held[pages[slot // PAGE], slot % PAGE]
+            assert tokens == tuple(request["ids"][: slot + 1])
+            assert generation >= request["generation"]
+
+    def admit(self) -> None:
+        free = [row for row, r in enumerate(self.requests) if r is None]
+        placements = self.table.place([r["prompt"] for r in self.queue], free)
+        for placement, request in zip(placements, self.queue, strict=False):
+            self.requests[placement.row] = dict(
+                request, ids=list(request["prompt"]), made=0, generation=self.generation
+            )
+        for wave in sorted({p.wave for p in placements}):
+            # within a wave the sampler runs prompts grouped by shape, in any order: reversed
+            for p in reversed([p for p in placements if p.wave == wave]):
+                self.check_row_prefix(p.row, p.reused)  # shared pages were written already
+                self.write(p.row, p.reused, len(self.requests[p.row]["ids"]))
+                self.sample(p.row)
+        self.queue = self.queue[len(placements) :]
+
+    def check_row_prefix(self, row: int, reused: int) -> None:
+        request, pages = self.requests[row], self.table._row_pages[row]
+        for slot in range(reused):
+            generation, tokens = self.held[pages[slot // PAGE], slot % PAGE]
+            assert tokens == tuple(request["ids"][: slot + 1]) and generation == self.generation
+
+    def sample(self, row: int) -> None:
+        request = self.requests[row]
+        request["ids"].append(int(self.rng.integers(0, 3)))
+        request["made"] += 1
+        if request["made"] >= request["budget"]:
+            self.table.release(row)
+            self.requests[row] = None
+
+    def decode(self) -> None:
+        busy = [row for row, r in enumerate(self.requests) if r is not None]
+        needs = {
+            row: self.table.filled(row) + min(8, r["budget"] - r["made"])
+            for row, r in enumerate(self.requests)
+            if r is not None
+        }
+        for row in self.table.grow(needs):
+            request, self.requests[row] = self.requests[row], None
+            self.queue.insert(0, dict(prompt=request["prompt"], budget=request["budget"]))
+        for _ in range(8):
+            for row in busy:
+                if self.requests[row] is None:
+                    continue
+                slot = self.table.filled(row)
+                self.write(row, slot, slot + 1)
+                self.table.fed(row, self.requests[row]["ids"][-1])
+                self.check_row(row)
+                self.sample(row)
+
+    def check_pool(self) -> None:
+        rows = self.table._row_pages
+        holders = [sum(page in pages for pages in rows) for page in range(self.table.pages)]
+        assert self.table._refs.tolist() == holders
+        held = sum(1 for count in holders if count)
+        assert self.table.free_pages() + held == self.table.pages
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_page_table_driven_like_the_sampler_never_hands_a_row_foreign_tokens(seed):
+    """Random rows, pool sizes and prompts over a 3-token alphabet (so pages are shared often),
+    with preemptions and new weights: every slot a row reads holds its own tokens computed
+    under current weights, reference counts match the tables, and all pages come back."""
+    rng = np.random.default_rng(seed)
+    max_len = int(rng.choice([32, 48, 64, 96]))
+    driver = Driver(
+        rng, int(rng.integers(1, 6)), max_len // PAGE + int(rng.integers(0, 4)), max_len,
+        enabled=bool(rng.random() < 0.9),
+    )  # fmt: skip
+    bases = [[int(t) for t in rng.integers(0, 3, max_len)] for _ in range(3)]
+    for step in range(2000):  # 60 steps of arrivals, then until drained
+        if step < 60:
+            for _ in range(int(rng.integers(0, 4))):
+                length = int(rng.integers(1, max_len))
+                budget = int(rng.integers(1, max_len - length + 1))
+                driver.queue.append(
+                    dict(prompt=bases[int(rng.integers(0, 3))][:length], budget=budget)
+                )
+            if rng.random() < 0.05:
+                driver.generation += 1
+                driver.table.invalidate()
+        elif not driver.queue and not any(driver.requests):
+            break
+        driver.admit()
+        driver.decode()
+        driver.check_pool()
+    assert not driver.queue and not any(driver.requests)
+    assert driver.table.free_pages() == driver.table.pages and not driver.table._refs.any()
