@@ -23,7 +23,7 @@ from deepswe_jax.experiment.model import sharding_rules
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.model.kv_cache import PAGE
 from deepswe_jax.parallel.mesh import MESH_AXES, mesh_shape_for
-from deepswe_jax.sampling.memory import memory_per_device
+from deepswe_jax.sampling.memory import CacheLayout, memory_per_device
 
 # Tokens one engine step processes (vLLM's max_num_batched_tokens); its profile run sizes the
 # activation workspace by it. An assumption of this plan, not read from vLLM.
@@ -192,13 +192,10 @@ def plan_jax_sampler_memory(
             f"agent.max_prompt_tokens + agent.max_context = {seq_len:,} tokens; raise it to at "
             f"least {seq_len:,}"
         )
-    paged = bool(sampler.get("paged", False))
-    rows, pages = sampler.max_batch, 0
-    if paged:
-        seq_len = -(-seq_len // PAGE) * PAGE  # a row's slots are whole pages
-        pages = (sampler.max_cache_tokens or rows * seq_len) // PAGE
-    elif sampler.max_cache_tokens:
-        rows = min(rows, sampler.max_cache_tokens // seq_len)
+    paged = bool(sampler.paged)
+    # the layout JaxSampler builds (a paged row's slots are whole pages)
+    layout = CacheLayout.of(sampler.max_batch, seq_len, sampler.max_cache_tokens or None, paged)
+    rows, seq_len, pages = layout.rows, layout.row_len, layout.pages or 0
     mesh_shape = mesh_shape_for(
         config.mesh.data, config.mesh.fsdp, config.mesh.tensor, num_devices=num_devices
     )

@@ -125,8 +125,9 @@ class PageTable:
             self.table[row, : len(pages)] = pages
             self.version += 1
             start = len(shared) * PAGE
-            for slot in range(start, len(ids)):
-                self._tokens[pages[slot // PAGE], slot % PAGE] = ids[slot]
+            tail = np.zeros((len(pages) - len(shared)) * PAGE, np.int32)  # the new pages' slots
+            tail[: len(ids) - start] = ids[start:]
+            self._tokens[pages[len(shared) :]] = tail.reshape(-1, PAGE)
             self._filled[row] = len(ids)
             self._hash_full_pages(row)
             self._busy[row], self._stale[row] = True, False
