@@ -212,6 +212,12 @@ def get_config() -> ml_collections.ConfigDict:
             # where a dense cache splits its rows. CPU configs (tiny.py) turn it off: XLA:CPU
             # gathers pages at about half a slice's speed.
             paged=True,
+            # how a decode step reads the paged cache: 'pallas', a kernel reading each row's
+            # own pages where they lie (model/paged_kernel.py); 'xla', every row's pages
+            # gathered into a dense copy as long as the longest row (64 rows x 32K tokens is
+            # GBs per layer on a GPU; on CPU each row reads its own length). The kernel has run
+            # in Pallas interpret mode only (no GPU yet): 'xla' is the fallback.
+            paged_attention="pallas",
         )
     )
     config.env = ml_collections.ConfigDict(

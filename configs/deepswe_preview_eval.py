@@ -96,6 +96,7 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
             tensor_parallel_size=1,
             dtype=small.compute_dtype,
             paged=small.sampler.paged,
+            paged_attention=small.sampler.paged_attention,
         )
         config.env.update(max_envs=2, mem_limit="1g")
     return config

@@ -19,6 +19,7 @@ import ml_collections
 from deepswe_jax.env.tasks import Task
 from deepswe_jax.experiment.model import check_init_from
 from deepswe_jax.experiment.settings import lora_config
+from deepswe_jax.model.paged_kernel import check_paged_kernel
 from deepswe_jax.rl.loop import check_tasks_per_step
 from deepswe_jax.verify.verifier_training import VERIFIER_DIR
 
@@ -95,10 +96,13 @@ def check_counts(
 
 
 def check_sampler_kind(config: ml_collections.ConfigDict) -> None:
+    """An unknown sampler kind, or an unknown way for the 'jax' sampler to read a paged cache."""
     if config.sampler.kind not in SAMPLER_KINDS:
         raise ValueError(
             f"config.sampler.kind={config.sampler.kind!r}; use 'jax' (in-process) or 'vllm' (GPU)"
         )
+    if config.sampler.kind == "jax" and config.sampler.paged:
+        check_paged_kernel(config.sampler.paged_attention)
 
 
 def check_train_config(

@@ -183,6 +183,7 @@ def make_sampler(
         max_cache_tokens=sampler.max_cache_tokens or None,
         prefix_caching=sampler.prefix_caching,
         paged=sampler.paged,
+        paged_attention=sampler.paged_attention,
         mesh=mesh,
         rules=rules,
         seed=seed,

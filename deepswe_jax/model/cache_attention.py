@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from deepswe_jax.model.kv_cache import Cache
+from deepswe_jax.model.paged_kernel import attend_paged
 
 # XLA:CPU gives a library matmul (YNNPACK) a materialized copy of any sliced operand, so a
 # layer's cache slots are copied before they are read. Reading a few rows at a time keeps that
@@ -56,6 +57,8 @@ def attend_cache(
     them real; a row with none reads nothing it needs) against its filled cache slots and
     themselves, reading as the module docstring says. ``each_row_reads`` default: on CPU.
     ``rows``: see ``attend_layer_cache`` (always read one by one). -> [b, t, h, d]."""
+    if getattr(cache, "attention", "xla") == "pallas":
+        return attend_paged(q, new_k, new_v, cache, layer, num_tokens, rows)
     reads = read_lengths(cache.max_length)
     if each_row_reads is None:
         each_row_reads = jax.default_backend() == "cpu"

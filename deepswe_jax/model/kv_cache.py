@@ -125,6 +125,10 @@ class PagedKVCache:
     values: jax.Array
     table: jax.Array
     lengths: jax.Array
+    # How a decode step reads it (static): "xla", every row's pages gathered into a dense copy
+    # (cache_attention.py), or "pallas", a kernel reading the pages where they lie
+    # (paged_kernel.py).
+    attention: str = dataclasses.field(default="xla", metadata={"static": True})
 
     keys_by_slot = True  # read_rows gives keys [.., c, d] (the dense cache: [.., d, c])
 

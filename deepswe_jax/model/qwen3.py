@@ -66,6 +66,7 @@ from deepswe_jax.model.attention import AttentionImpl, causal_attention, check_a
 from deepswe_jax.model.cache_attention import attend_cache
 from deepswe_jax.model.config import Qwen3Config
 from deepswe_jax.model.kv_cache import PAGE, Cache, KVCache, PagedKVCache
+from deepswe_jax.model.paged_kernel import check_paged_kernel
 from deepswe_jax.parallel.sharding import constrain
 
 RematPolicy = Literal["none", "full", "save_dots", "offload"]
@@ -336,13 +337,20 @@ class Qwen3ForCausalLM(nnx.Module):
         )
 
     def init_paged_cache(
-        self, batch_size: int, pages: int, max_length: int, dtype: jnp.dtype | None = None
+        self,
+        batch_size: int,
+        pages: int,
+        max_length: int,
+        dtype: jnp.dtype | None = None,
+        attention: str = "xla",
     ) -> PagedKVCache:
         """An empty ``PagedKVCache`` of ``pages`` pages per layer for ``batch_size`` rows of at
-        most ``max_length`` slots (a multiple of ``PAGE``); every table entry out of range."""
+        most ``max_length`` slots (a multiple of ``PAGE``); every table entry out of range.
+        ``attention``: how decode reads it, "xla" (a gather) or "pallas" (model/paged_kernel.py)."""
         c = self.config
         if max_length % PAGE:
             raise ValueError(f"a paged cache's max_length must be a multiple of {PAGE}")
+        check_paged_kernel(attention)
         dtype = dtype or self.dtype
         kv_heads, layers = c.num_key_value_heads, c.num_hidden_layers
         return PagedKVCache(
@@ -350,6 +358,7 @@ class Qwen3ForCausalLM(nnx.Module):
             values=jnp.zeros((kv_heads, layers, pages, PAGE, c.head_dim), dtype),
             table=jnp.full((batch_size, max_length // PAGE), pages, jnp.int32),
             lengths=jnp.zeros((batch_size,), jnp.int32),
+            attention=attention,
         )
 
     def prefill(

@@ -109,6 +109,10 @@ class JaxSampler:
         prompts share their common full pages instead of copying them; when the pool runs out,
         the most recently admitted requests are preempted and run again later. False: every row
         reserves `max_cache_len` slots.
+      paged_attention: how a decode step reads the paged cache: "xla" gathers every row's
+        pages into a dense copy (cache_attention.py; on CPU each row its own length), "pallas"
+        reads them where they lie in one kernel (model/paged_kernel.py; for GPUs, where the
+        gathered copy of many long rows does not fit; interpret mode on CPU).
     """
 
     syncs_global_arrays = False  # sync_weights reads every param whole on this process
@@ -127,12 +131,13 @@ class JaxSampler:
         free_bytes: int | None = None,
         prefix_caching: bool = True,
         paged: bool = False,
+        paged_attention: str = "xla",
     ):
         if max_batch < 1 or max_cache_len < 2:
             raise ValueError(
                 f"need max_batch >= 1 and max_cache_len >= 2, got {max_batch} and {max_cache_len}"
             )
-        layout = CacheLayout.of(max_batch, max_cache_len, max_cache_tokens, paged)
+        layout = CacheLayout.of(max_batch, max_cache_len, max_cache_tokens, paged, paged_attention)
         max_batch = layout.rows
         self.paged = paged
         self.max_batch = max_batch

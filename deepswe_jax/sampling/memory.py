@@ -33,6 +33,7 @@ from deepswe_jax.model.kv_cache import (
     KVCache,
     PagedKVCache,
 )
+from deepswe_jax.model.paged_kernel import check_paged_kernel
 from deepswe_jax.model.qwen3 import Qwen3ForCausalLM
 from deepswe_jax.parallel import DEFAULT_RULES, logical_to_sharding, state_shardings
 from deepswe_jax.parallel.sharding import Rules
@@ -139,15 +140,22 @@ def refuse_what_cannot_fit(
 @dataclasses.dataclass(frozen=True)
 class CacheLayout:
     """A JaxSampler's cache: `rows` rows of `row_len` slots each, dense (pages None) or sharing
-    a pool of `pages` pages of ``PAGE`` slots (row_len then a whole number of pages)."""
+    a pool of `pages` pages of ``PAGE`` slots (row_len then a whole number of pages), which a
+    decode step reads by `attention` ("xla" or "pallas": model/paged_kernel.py)."""
 
     rows: int
     row_len: int
     pages: int | None
+    attention: str = "xla"
 
     @classmethod
     def of(
-        cls, max_batch: int, max_cache_len: int, max_cache_tokens: int | None, paged: bool
+        cls,
+        max_batch: int,
+        max_cache_len: int,
+        max_cache_tokens: int | None,
+        paged: bool,
+        attention: str = "xla",
     ) -> CacheLayout:
         """The layout for a token budget (None: `max_batch` full rows' worth): dense, as many
         full rows as it holds (at most max_batch); paged, max_batch rows over its pages.
@@ -161,7 +169,9 @@ class CacheLayout:
                 f"to at least {row_len:,}"
             )
         if paged:
-            return cls(max_batch, row_len, (max_cache_tokens or max_batch * row_len) // PAGE)
+            check_paged_kernel(attention)
+            pages = (max_cache_tokens or max_batch * row_len) // PAGE
+            return cls(max_batch, row_len, pages, attention)
         if max_cache_tokens is not None:
             max_batch = min(max_batch, max_cache_tokens // max_cache_len)
         return cls(max_batch, row_len, None)
@@ -183,7 +193,9 @@ def allocate_cache(
     if pages is None:
         init = functools.partial(model.init_cache, rows, row_len)
     else:
-        init = functools.partial(model.init_paged_cache, rows, pages, row_len)
+        init = functools.partial(
+            model.init_paged_cache, rows, pages, row_len, attention=layout.attention
+        )
     shape = jax.eval_shape(init)
 
     def sharding(axes, array):
@@ -201,5 +213,6 @@ def allocate_cache(
             values=sharding(PAGED_VALUES_LOGICAL_AXES, shape.values),
             table=sharding((None, None), shape.table),
             lengths=sharding((None,), shape.lengths),
+            attention=layout.attention,
         )
     return jax.jit(init, out_shardings=shardings)(), shardings

@@ -4,6 +4,8 @@ of the full forward; a row never writes a page it does not own."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -41,13 +43,20 @@ def prefill(model, ids, lengths, cache, rows):
     return cache.with_prompts(keys, values, rows, lengths)
 
 
-@pytest.mark.parametrize("each_row", [True, False], ids=["each row its own", "longest row"])
-def test_paged_rows_of_very_different_lengths_equal_the_dense_cache(random_model, each_row):
+@pytest.mark.parametrize(
+    ("each_row", "attention"),
+    [(True, "xla"), (False, "xla"), (False, "pallas")],
+    ids=["each row its own", "longest row", "pallas kernel"],
+)
+def test_paged_rows_of_very_different_lengths_equal_the_dense_cache(
+    random_model, each_row, attention
+):
     """Four rows of 150, 3, 70 and 40 prompt tokens (the last two share their first two pages:
     the same 35 first tokens), their pages in a shuffled order. Prompts go in by the prefill
     (rows 0, 2) and by decode (rows 1, 3, continuing row 2's shared pages); then decode steps
     with one row paused. Every live row's logits equal the dense cache's and the full
-    forward's; pages no row owns stay zero. A fifth row that takes no token while its table names
+    forward's; pages no row owns stay zero. The Pallas kernel (model/paged_kernel.py, interpret
+    mode here) reads the same pages where they lie. A fifth row that takes no token while its table names
     row 0's pages (a request gone, its pages handed on) writes nothing into them."""
     model = random_model
     rng = np.random.default_rng(0)
@@ -63,8 +72,8 @@ def test_paged_rows_of_very_different_lengths_equal_the_dense_cache(random_model
         table[row, : len(pages)] = pages
     table[3, :2] = table[2, :2]  # the shared prompt's two full pages
     table[4, :3] = table[0, :3]
-    paged = model.init_paged_cache(batch_size=5, pages=pool, max_length=MAX_LEN)
-    paged = paged.__class__(paged.keys, paged.values, jnp.asarray(table), paged.lengths)
+    paged = model.init_paged_cache(5, pool, MAX_LEN, attention=attention)
+    paged = dataclasses.replace(paged, table=jnp.asarray(table))
     dense = model.init_cache(batch_size=5, max_length=MAX_LEN)
 
     ids = np.where(np.arange(160) < lengths[:, None], sequences[:, :160], 0)
@@ -75,9 +84,7 @@ def test_paged_rows_of_very_different_lengths_equal_the_dense_cache(random_model
         model, jnp.asarray(ids[[0, 2]]), jnp.asarray(lengths[[0, 2]]), dense, jnp.asarray([0, 2])
     )
     # Row 3 starts after the shared 32 slots; row 1 from empty: decode writes their prompts.
-    paged = paged.__class__(
-        paged.keys, paged.values, paged.table, paged.lengths.at[3].set(32).at[4].set(40)
-    )
+    paged = dataclasses.replace(paged, lengths=paged.lengths.at[3].set(32).at[4].set(40))
     dense = dense.__class__(dense.keys, dense.values, dense.lengths.at[3].set(32).at[4].set(40))
     dense_keys = np.asarray(dense.keys)
     dense = dense.__class__(

@@ -61,16 +61,19 @@ async def concurrently(sampler, reqs):
     return [c for [c] in await asyncio.gather(*(sampler.generate([r]) for r in reqs))]
 
 
+@pytest.mark.parametrize("attention", ["xla", "pallas"])
 @pytest.mark.parametrize("params", [greedy, seeded], ids=["greedy", "seeded"])
-def test_a_pool_for_one_sequence_preempts_and_stays_exact(model, params):
+def test_a_pool_for_one_sequence_preempts_and_stays_exact(model, params, attention):
     """Six requests at once on a pool of exactly one full-length row (10 pages) and four rows:
     they cannot all grow, so the youngest give way and run again; every completion equals that
-    of a dense sampler with room for all six, and all pages come back."""
+    of a dense sampler with room for all six, and all pages come back. Either way of reading the
+    pages: the XLA gather, or the Pallas kernel (interpret mode here) for decode steps and for
+    prompts continuing shared pages."""
     reqs = requests(params)
     roomy = JaxSampler(model, max_batch=6, max_cache_len=MAX_LEN, prefix_caching=False)
     tight = JaxSampler(
         model, max_batch=4, max_cache_len=MAX_LEN, min_prefill_len=PAGE, paged=True,
-        max_cache_tokens=MAX_LEN,
+        max_cache_tokens=MAX_LEN, paged_attention=attention,
     )  # fmt: skip
     try:
         expected = asyncio.run(concurrently(roomy, reqs))
