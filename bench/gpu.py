@@ -21,6 +21,10 @@ preallocated memory):
              the largest difference from XLA's output.
   decode     JaxSampler greedy decode at batch 64 (prompt 128 + 256 new tokens, bf16 weights)
              against transformers' generate on the same weights: new tokens/s.
+  paged      the paged KV cache's decode attention (bench/gpu_paged.py): the Pallas kernel
+             against the XLA gather of every row's pages, 64 rows of 4K-32K tokens, one layer;
+             then JaxSampler on the paged cache (kernel) against the dense cache, the decode
+             section's requests.
   numerics   same weights and tokens (random init with initializer_range 0.05, so the
              next-token distributions are peaked): mean KL between JAX bf16 and PyTorch bf16
              next-token distributions, and the GRPO++ log-probs of the Trainer in bf16 against
@@ -46,7 +50,11 @@ from typing import Any
 # Run as a script (python bench/gpu.py), the repository root is not on sys.path.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.gpu_sections import SECTIONS, Scale, qwen3_config  # noqa: E402
+from bench import gpu_sections  # noqa: E402
+from bench.gpu_paged import section_paged  # noqa: E402
+from bench.gpu_sections import Scale, qwen3_config  # noqa: E402
+
+SECTIONS = {**gpu_sections.SECTIONS, "paged": section_paged}
 
 QWEN3_1P7B = dict(
     vocab_size=151936,
@@ -73,7 +81,7 @@ TINY = dict(
     tie_word_embeddings=True,
 )
 # Seconds per section on one H200 (compiles included); with the parent's start, < 8 minutes.
-GPU_BUDGETS = dict(train=150, torch=75, attention=75, numerics=50, decode=90)
+GPU_BUDGETS = dict(train=140, torch=70, attention=65, numerics=45, decode=80, paged=60)
 
 
 def scale_for(model: str, mini: bool) -> Scale:
@@ -86,6 +94,7 @@ def scale_for(model: str, mini: bool) -> Scale:
             decode_batch=4,
             decode_prompt=8,
             decode_new=4,
+            paged_max_len=256,
             numerics_shape=(2, 64),
             repeats=1,
             decode_repeats=1,
@@ -99,6 +108,7 @@ def scale_for(model: str, mini: bool) -> Scale:
         decode_batch=64,
         decode_prompt=128,
         decode_new=256,
+        paged_max_len=32768,
         numerics_shape=(4, 1024),
         repeats=3,
         decode_repeats=1,
@@ -225,6 +235,7 @@ def table(results: dict[str, dict[str, Any]], scale: Scale) -> str:
             "same greedy rows " + _fmt(theirs.get("same_greedy_rows"), ".0%"),
         )
     )
+    rows += _paged_rows(results["paged"]["records"], scale)
     numerics = _find(results["numerics"]["records"])
     rows.append(
         (
@@ -251,6 +262,35 @@ def table(results: dict[str, dict[str, Any]], scale: Scale) -> str:
         if result["error"]:
             lines.append(f"\n{name}: {result['error']}")
     return "\n".join(lines)
+
+
+def _paged_rows(records: list[dict[str, Any]], scale: Scale) -> list[tuple[str, ...]]:
+    """The paged section's rows: the kernel against the XLA gather, the paged sampler against
+    the dense one (both JAX: the PyTorch column holds the XLA / dense figure)."""
+    kernel, gather = (_find(records, part="kernel", attention=a) for a in ("pallas", "xla"))
+    paged, dense = (_find(records, part="sampler", cache=c) for c in ("paged", "dense"))
+    rows = []
+    for label, ours, theirs, unit, note in (
+        (
+            f"paged attention, {scale.decode_batch} rows to {scale.paged_max_len:,}: ms",
+            kernel, gather, ".2f",
+            "Pallas kernel vs XLA gather; max abs diff "
+            + _fmt(kernel.get("max_diff_vs_xla"), ".3g"),
+        ),
+        (
+            f"paged sampler batch {scale.decode_batch}: new tokens/s",
+            paged, dense, ",.0f",
+            "paged (kernel) vs dense cache; same greedy rows "
+            + _fmt(paged.get("same_greedy_rows"), ".0%"),
+        ),
+    ):  # fmt: skip
+        key = "ms" if unit == ".2f" else "tokens_per_s"
+        a, b = ours.get(key), theirs.get(key)
+        ratio = (b / a if key == "ms" else a / b) if a and b else None
+        rows.append(
+            (label, _fmt(a, unit), _fmt(b, unit), _fmt(ratio, ".2f") + "x" * bool(ratio), note)
+        )
+    return rows
 
 
 def parent(args: argparse.Namespace) -> int:

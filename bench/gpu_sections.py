@@ -35,6 +35,7 @@ class Scale:
     decode_batch: int
     decode_prompt: int
     decode_new: int
+    paged_max_len: int  # the paged section's longest row
     numerics_shape: tuple[int, int]  # rows x tokens
     repeats: int
     decode_repeats: int

@@ -5,6 +5,7 @@ qwen3      Qwen3ForCausalLM: scanned layers, named remat policies, functional KV
 attention  causal attention over whole sequences, one function per kernel (xla/cudnn/pallas)
 kv_cache   the KV caches of incremental decoding: dense rows, or pages named by a page table
 cache_attention  a decode step's attention over either cache
+paged_kernel  the same over a paged cache in one Pallas kernel (GPU; interpret mode on CPU)
 lora       LoRA adapters on the stacked projection kernels
 hf_io      HF safetensors <-> Qwen3ForCausalLM, one tensor at a time
 """

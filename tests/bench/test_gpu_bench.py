@@ -53,6 +53,8 @@ def test_miniature_runs_every_section_without_ml_collections_or_docker(tmp_path)
         "decode batch 4: new tokens/s",
         "bf16: KL(JAX, torch) mean / max",
         "bf16 vs fp32 log-probs",
+        "paged attention, 4 rows to 256: ms",
+        "paged sampler batch 4: new tokens/s",
     ):
         assert row in table
     train = gpu._find(results["train"]["records"], tokens=128)
@@ -62,6 +64,12 @@ def test_miniature_runs_every_section_without_ml_collections_or_docker(tmp_path)
     assert pallas["max_diff_vs_xla"] < 0.05  # bf16 inputs
     numerics = gpu._find(results["numerics"]["records"])
     assert numerics["kl_jax_torch_mean"] < 1e-3 and numerics["logprob_abs_diff_max"] < 0.1
+    # The Pallas paged kernel (interpret mode here) against the XLA gather, and the paged
+    # sampler reading through it against the dense one (bf16: a near tie may flip a token).
+    kernel = gpu._find(results["paged"]["records"], part="kernel", attention="pallas")
+    assert kernel["ms"] > 0 and kernel["max_diff_vs_xla"] < 0.05
+    paged = gpu._find(results["paged"]["records"], part="sampler", cache="paged")
+    assert paged["tokens_per_s"] > 0 and paged["same_greedy_rows"] >= 0.5
     decode = gpu._find(results["decode"]["records"], side="torch")
     assert decode["tokens_per_s"] > 0 and decode["same_greedy_rows"] >= 0.5
 
