@@ -51,6 +51,7 @@ class _State:
     deferring = 0  # depth of deferred_interrupts blocks
     held = False  # a signal arrived in a deferred block
     raise_again = False  # a KeyboardInterrupt was swallowed: raise it once more
+    watching = False  # the watchdog of a raised interrupt runs (`_watch_the_main_thread`)
     ignored_unraisable: list = []  # predicates: unraisable errors not printed (ignore_unraisable)
 
 
@@ -71,6 +72,8 @@ def _handler(signum: int, frame: object) -> None:
             _raise_again_soon()  # raised anywhere inside the hook, it would be lost again
             return
         _State.raise_again = False
+        if sys.exc_info()[1] is not None:
+            return  # unwinding (or handling another error): the watchdog looks again later
         if _State.deferring:
             _State.held = True
             return
@@ -82,10 +85,44 @@ def _handler(signum: int, frame: object) -> None:
         sys.stderr.write(interrupted_line() + "\n")
         sys.stderr.flush()
         os._exit(EXIT_STATUS)
+    _watch_the_main_thread()
     if _State.deferring:
         _State.held = True
         return
     raise KeyboardInterrupt
+
+
+# How often the watchdog looks at the main thread, in seconds.
+WATCH_INTERVAL = 0.5
+
+
+def _watch_the_main_thread() -> None:
+    """Until the graceful block ends, raises the interrupt again whenever the main thread runs
+    with no exception in flight: a library's bare `except:` swallowed it without a trace (jax's
+    `core.is_constant_dim`, or pxla reading an executable's memory kinds right after an XLA
+    compilation: the compile-SIGINT flake of stop 32, which then exited 0). While the
+    interrupt unwinds, the main thread is always inside a handler, a `finally` or an `__exit__`,
+    where `sys._current_exceptions` shows it, so a cleanup is never interrupted; a held signal
+    (`deferred_interrupts`) waits for its block."""
+    if _State.watching:
+        return
+    _State.watching = True
+    main = threading.main_thread().ident
+
+    def watch() -> None:
+        while _State.graceful:
+            time.sleep(WATCH_INTERVAL)
+            in_flight = sys._current_exceptions().get(main)
+            unwinding = in_flight is not None and (
+                in_flight[1] is not None if isinstance(in_flight, tuple) else True
+            )
+            if not (_State.graceful and not unwinding and not _State.deferring):
+                continue
+            _State.raise_again = True
+            _thread.interrupt_main(signal.SIGINT)
+        _State.watching = False
+
+    threading.Thread(target=watch, name="interrupts-watchdog", daemon=True).start()
 
 
 def _inside_the_unraisable_hook(frame: object) -> bool:

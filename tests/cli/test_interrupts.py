@@ -314,6 +314,53 @@ def test_a_swallowed_interrupt_is_raised_again_once_safe(case, expected):
     assert "Exception ignored" not in result.stderr, result.stderr
 
 
+# A library's bare `except:` (jax's core.is_constant_dim, pxla's output memory kinds right after
+# an XLA compilation) catches whatever is raised inside its `try`, KeyboardInterrupt included.
+CAUGHT_BY_A_LIBRARY = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a foreground run's
+from deepswe_jax import interrupts
+
+interrupts.install()
+
+
+def is_constant_dim():
+    try:
+        os.kill(os.getpid(), signal.SIGINT)  # the Ctrl-C lands inside the library's `try`
+        time.sleep(0.2)
+        return True
+    except:  # noqa: E722
+        return False
+
+
+with interrupts.stop_gracefully():
+    try:
+        caught = not is_constant_dim()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+        print("ran on", flush=True)
+    except KeyboardInterrupt:
+        print("stopped" if caught else "not caught", flush=True)
+"""
+
+
+def test_an_interrupt_a_library_caught_is_raised_again():
+    """The compile-SIGINT flake of stop 32's fresh-clone CI (exit 0, no output): the signal
+    raised KeyboardInterrupt inside a library's bare `except:`, which swallowed it without a
+    trace, and the run went on to the end. The raised interrupt is watched until the main
+    thread is seen unwinding it."""
+    result = subprocess.run(
+        [sys.executable, "-c", CAUGHT_BY_A_LIBRARY],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.stdout.splitlines() == ["stopped"], result.stdout + result.stderr
+
+
 if __name__ == "__main__":
     # A shell without job control starts background commands (`.ci/run &`) with SIGINT
     # ignored, and children inherit that; the worker stands for a foreground run.
