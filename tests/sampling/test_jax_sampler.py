@@ -157,12 +157,19 @@ def test_sync_weights_samples_new_weights_without_recompiling(model, sampler):
         )
 
 
-def test_sharded_over_eight_devices_matches_forward_argmax(model):
+@pytest.mark.parametrize(
+    "cache",
+    [{}, {"paged": True}, {"paged": True, "paged_attention": "pallas"}],
+    ids=["dense", "paged", "paged, Pallas kernel"],
+)
+def test_sharded_over_eight_devices_matches_forward_argmax(model, cache):
+    """Weights, and the cache's kv heads, split over tensor=2 (the Pallas kernel then runs per
+    device in a shard_map, each on its own kv heads and their query heads)."""
     mesh = make_mesh(data=2, fsdp=2, tensor=2)
     # 101 vocabulary rows do not split over tensor=2: the rules replicate them.
     rules = (*DEFAULT_RULES, ("vocab", None), ("act_vocab", None))
     sampler = JaxSampler(
-        model, max_batch=4, max_cache_len=32, mesh=mesh, rules=rules, min_prefill_len=16
+        model, max_batch=4, max_cache_len=32, mesh=mesh, rules=rules, min_prefill_len=16, **cache
     )
     requests = requests_of(SHAPES)
     completions = asyncio.run(sampler.generate(requests))
