@@ -84,7 +84,9 @@ class JaxSamplerMemoryPlan:
 
     Paged: a pool of `pages` pages of ``PAGE`` tokens shared by `rows` rows of `seq_len` slots
     (the full length rounded up to whole pages); dense: `rows` slots of `seq_len` each. Step
-    activations are not counted. `budget` is the device's memory.
+    activations are not counted, except `read_copy`: with paged_attention='xla' a decode step
+    gathers every row's pages of one layer into a dense copy (at least rows x seq_len slots, keys
+    and values; the Pallas kernel reads in place: 0). `budget` is the device's memory.
     """
 
     mesh: tuple[int, int, int]
@@ -96,6 +98,7 @@ class JaxSamplerMemoryPlan:
     weights: int
     kv_cache: int
     budget: int
+    read_copy: int = 0
 
     @property
     def cache_tokens(self) -> int:
@@ -114,7 +117,7 @@ class JaxSamplerMemoryPlan:
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv_cache
+        return self.weights + self.kv_cache + self.read_copy
 
     @property
     def fits(self) -> bool:
@@ -219,7 +222,12 @@ def plan_jax_sampler_memory(
         rules=sharding_rules(config),
         pages=pages if paged else None,
     )
+    read_copy = 0
+    if paged and sampler.paged_attention == "xla":
+        per_token_layer = kv_cache // (pages * PAGE) // model_config.num_hidden_layers
+        read_copy = rows * seq_len * per_token_layer
     return JaxSamplerMemoryPlan(
+        read_copy=read_copy,
         mesh=mesh_shape,
         paged=paged,
         rows=rows,
@@ -290,13 +298,23 @@ def _format_jax_sampler_plan(plan: JaxSamplerMemoryPlan, config: ConfigDict) -> 
         ("weights", plan.weights, f"{plan.num_parameters:,} x {config.param_dtype}"),
         ("KV cache", plan.kv_cache, note),
     ]
+    if plan.read_copy:
+        rows.append(
+            (
+                "decode read copy",
+                plan.read_copy,
+                f"paged_attention=xla: {plan.rows} rows x {plan.seq_len:,} slots of one layer "
+                "gathered per step (at least); paged_attention=pallas reads in place",
+            )
+        )
     lines = [
         f"JAX sampler: mesh data={data} fsdp={fsdp} tensor={tensor}; {cache}",
         f"{'item':<28}{'GB/device':>12}  note",
     ]
     lines += [f"{name:<28}{size / GB:>12.2f}  {note}" for name, size, note in rows]
     lines.append(f"{'total':<28}{plan.total / GB:>12.2f}  of {plan.budget / GB:g} GB")
-    lines.append(f"fits: {'yes' if plan.fits else 'NO'} (weights and KV cache, no activations)")
+    counted = "weights, KV cache and read copy" if plan.read_copy else "weights and KV cache"
+    lines.append(f"fits: {'yes' if plan.fits else 'NO'} ({counted}, no other activations)")
     if not plan.fits:
         fitting = plan.tokens_that_fit
         if plan.paged:

@@ -13,7 +13,7 @@ from flax import nnx
 from configs import deepswe_qwen3_32b, qwen3_1p7b_1gpu, tiny
 from deepswe_jax.checkpoint import restore_target
 from deepswe_jax.experiment.memory_plan import GB, plan_memory
-from deepswe_jax.experiment.sampler_memory_plan import plan_sampler_memory
+from deepswe_jax.experiment.sampler_memory_plan import format_sampler_plan, plan_sampler_memory
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
 from deepswe_jax.parallel import batch_sharding, make_mesh, state_shardings
 
@@ -109,6 +109,24 @@ def test_jax_sampler_plan_counts_pages_of_its_pool():
     unbounded = plan_sampler_memory(config, num_devices=1)
     assert (unbounded.pages, unbounded.full_length_sequences) == (64 * seq_len // 16, 64)
     assert not unbounded.fits
+
+
+def test_jax_sampler_plan_counts_the_xla_paged_reads_copy():
+    """config.sampler.paged_attention='xla' gathers every row's pages into a dense copy of one
+    layer (64 rows x the full length, keys and values) in each decode step, more than half the
+    pool again: the plan counts it; the Pallas kernel reads in place."""
+    config = qwen3_1p7b_1gpu.get_config()
+    config.sampler.paged = True
+    config.sampler.paged_attention = "pallas"
+    kernel = plan_sampler_memory(config, num_devices=1)
+    assert kernel.read_copy == 0 and kernel.total == kernel.weights + kernel.kv_cache
+    config.sampler.paged_attention = "xla"
+    gather = plan_sampler_memory(config, num_devices=1)
+    per_token_layer = kv_bytes_per_token(config, 8) // config.model.num_hidden_layers
+    assert gather.read_copy == 64 * 36_864 * per_token_layer == 9_663_676_416
+    assert gather.total == kernel.total + gather.read_copy
+    text = format_sampler_plan(gather, config)
+    assert "decode read copy" in text and "paged_attention=pallas" in text
 
 
 def test_jax_sampler_pool_splits_over_tensor_only():
