@@ -217,6 +217,8 @@ def run(main: Callable[[list[str]], object]) -> None:
         try:
             with interrupts.stop_gracefully():
                 main(argv)
+            if interrupts.stop_requested():  # main ended before a swallowed stop came back
+                _stop(verbose)
             return
         except app.UsageError:
             raise

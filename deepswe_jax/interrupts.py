@@ -9,9 +9,10 @@ Before `main` starts (imports, flag parsing) there is nothing to clean up: a sig
 one line and ends the process at once. Inside `main` the first signal raises KeyboardInterrupt
 in the main thread, so the `with` blocks on its way out run (containers removed, the checkpoint
 being written finished); the second and third are counted and ignored, so nothing that cleans up
-is cut short. A KeyboardInterrupt that Python swallowed (raised inside a garbage-collection
-callback or a `__del__`, e.g. JAX's `_xla_gc_callback` during compilation) is raised again at
-the main thread's next instruction; before, the run went on to the end and exited 0.
+is cut short. A KeyboardInterrupt that was swallowed (raised inside a garbage-collection
+callback or a `__del__`, e.g. JAX's `_xla_gc_callback` during compilation, or caught by a
+library's bare `except:`) is raised again soon after (`Stop`); before, the run went on to the
+end and exited 0.
 
 Inside `deferred_interrupts()` the signal is held until the block ends: a train step stopped
 between micro-batches whose buffers were donated raced XLA's threads on the way out (issue 17:
@@ -28,7 +29,6 @@ Only the main thread receives signals. Without `install()` (the library used fro
 
 from __future__ import annotations
 
-import _thread
 import atexit
 import contextlib
 import logging
@@ -51,7 +51,7 @@ class _State:
     deferring = 0  # depth of deferred_interrupts blocks
     held = False  # a signal arrived in a deferred block
     raise_again = False  # a KeyboardInterrupt was swallowed: raise it once more
-    watching = False  # the watchdog of a raised interrupt runs (`_watch_the_main_thread`)
+    alive = 0  # `Stop` interrupts not yet garbage: one is on its way out
     ignored_unraisable: list = []  # predicates: unraisable errors not printed (ignore_unraisable)
 
 
@@ -66,18 +66,38 @@ def stop_requested() -> bool:
     return _State.received is not None
 
 
+class Stop(KeyboardInterrupt):
+    """The KeyboardInterrupt a stop signal raises. While one is alive it is on its way out:
+    unwinding through cleanups, held by an asyncio task or by a coroutine awaiting its cleanup
+    in an `except BaseException:` block, chained as another error's context. Once the last one
+    is garbage while the graceful block still runs, something swallowed it (a library's bare
+    `except:`, such as jax's `core.is_constant_dim` or pxla's right after an XLA compilation:
+    the compile-SIGINT flake of stop 32, which exited 0; a gc callback; a `__del__`), and it is
+    raised again."""
+
+    def __init__(self, *args: object):
+        super().__init__(*args)
+        _State.alive += 1
+
+    def __del__(self) -> None:
+        _State.alive -= 1
+        if not _State.alive and _State.graceful:
+            _State.raise_again = True
+            _raise_again_soon()
+
+
 def _handler(signum: int, frame: object) -> None:
     if _State.raise_again:
         if _inside_the_unraisable_hook(frame):
             _raise_again_soon()  # raised anywhere inside the hook, it would be lost again
             return
         _State.raise_again = False
-        if sys.exc_info()[1] is not None:
-            return  # unwinding (or handling another error): the watchdog looks again later
+        if _State.alive:
+            return  # one is still on its way out (never cut its cleanups short)
         if _State.deferring:
             _State.held = True
             return
-        raise KeyboardInterrupt
+        raise Stop
     if _State.received is not None:
         return  # the second and third Ctrl-C: already stopping
     _State.received = signal.Signals(signum).name
@@ -85,44 +105,10 @@ def _handler(signum: int, frame: object) -> None:
         sys.stderr.write(interrupted_line() + "\n")
         sys.stderr.flush()
         os._exit(EXIT_STATUS)
-    _watch_the_main_thread()
     if _State.deferring:
         _State.held = True
         return
-    raise KeyboardInterrupt
-
-
-# How often the watchdog looks at the main thread, in seconds.
-WATCH_INTERVAL = 0.5
-
-
-def _watch_the_main_thread() -> None:
-    """Until the graceful block ends, raises the interrupt again whenever the main thread runs
-    with no exception in flight: a library's bare `except:` swallowed it without a trace (jax's
-    `core.is_constant_dim`, or pxla reading an executable's memory kinds right after an XLA
-    compilation: the compile-SIGINT flake of stop 32, which then exited 0). While the
-    interrupt unwinds, the main thread is always inside a handler, a `finally` or an `__exit__`,
-    where `sys._current_exceptions` shows it, so a cleanup is never interrupted; a held signal
-    (`deferred_interrupts`) waits for its block."""
-    if _State.watching:
-        return
-    _State.watching = True
-    main = threading.main_thread().ident
-
-    def watch() -> None:
-        while _State.graceful:
-            time.sleep(WATCH_INTERVAL)
-            in_flight = sys._current_exceptions().get(main)
-            unwinding = in_flight is not None and (
-                in_flight[1] is not None if isinstance(in_flight, tuple) else True
-            )
-            if not (_State.graceful and not unwinding and not _State.deferring):
-                continue
-            _State.raise_again = True
-            _thread.interrupt_main(signal.SIGINT)
-        _State.watching = False
-
-    threading.Thread(target=watch, name="interrupts-watchdog", daemon=True).start()
+    raise Stop
 
 
 def _inside_the_unraisable_hook(frame: object) -> bool:
@@ -137,11 +123,16 @@ def _inside_the_unraisable_hook(frame: object) -> bool:
 
 
 def _raise_again_soon() -> None:
-    """Runs `_handler` in the main thread once it has left the unraisable hook."""
+    """Runs `_handler` in the main thread soon (once it has left the unraisable hook), by
+    sending it the stop signal received: a real signal ends a blocking call (a sleep, a join)
+    where `_thread.interrupt_main` waits for it to return, and SIGTERM still arrives in a run
+    started with SIGINT ignored (a background job)."""
+    signum = signal.Signals[_State.received or "SIGINT"]
 
     def deliver() -> None:
         time.sleep(0.05)
-        _thread.interrupt_main(signal.SIGINT)
+        if _State.raise_again and _State.graceful:
+            signal.pthread_kill(threading.main_thread().ident, signum)
 
     threading.Thread(target=deliver, name="interrupts-raise-again", daemon=True).start()
 
@@ -224,7 +215,7 @@ def deferred_interrupts() -> Iterator[None]:
             _State.deferring -= 1
         if not _State.deferring and _State.held:
             _State.held = False
-            raise KeyboardInterrupt
+            raise Stop
         return
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         yield

@@ -314,11 +314,14 @@ def test_a_swallowed_interrupt_is_raised_again_once_safe(case, expected):
     assert "Exception ignored" not in result.stderr, result.stderr
 
 
-# A library's bare `except:` (jax's core.is_constant_dim, pxla's output memory kinds right after
-# an XLA compilation) catches whatever is raised inside its `try`, KeyboardInterrupt included.
+# A stop signal's KeyboardInterrupt swallowed by a library's bare `except:` (jax's
+# core.is_constant_dim, pxla reading an executable's memory kinds right after an XLA compilation):
+# the script's argv[1] says what the run does next. "stopped" is what a run must print.
 CAUGHT_BY_A_LIBRARY = """
-import os, signal, sys, time
-signal.signal(signal.SIGINT, signal.default_int_handler)  # a foreground run's
+import asyncio, os, signal, sys, threading, time
+case = sys.argv[1]
+# a foreground run's SIGINT, or a background job's (SIGINT ignored: SIGTERM stops it)
+signal.signal(signal.SIGINT, signal.SIG_IGN if case == "background" else signal.default_int_handler)
 from deepswe_jax import interrupts
 
 interrupts.install()
@@ -326,39 +329,118 @@ interrupts.install()
 
 def is_constant_dim():
     try:
-        os.kill(os.getpid(), signal.SIGINT)  # the Ctrl-C lands inside the library's `try`
-        time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGTERM if case == "background" else signal.SIGINT)
+        time.sleep(0.2)  # the signal lands inside the library's `try`
         return True
     except:  # noqa: E722
         return False
 
 
+def run_on():
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+async def episode():  # the rollout's shape: cleanups awaited in `except BaseException`
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        await asyncio.sleep(5)
+    except BaseException:
+        for step in range(4):
+            await asyncio.sleep(0.3)
+            print("cleanup", step, flush=True)
+        raise
+
+
 with interrupts.stop_gracefully():
     try:
-        caught = not is_constant_dim()
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            time.sleep(0.01)
+        if case == "asyncio_cleanup":
+            asyncio.run(episode())
+        elif case == "inside_another_except":
+            try:
+                raise ConnectionError("a retry runs inside the handler")
+            except ConnectionError:
+                is_constant_dim()
+                run_on()
+        else:
+            is_constant_dim()
+            if case == "blocking_sleep":
+                time.sleep(60)
+            elif case == "blocking_join":
+                worker = threading.Thread(target=time.sleep, args=(60,), daemon=True)
+                worker.start()
+                worker.join()
+            else:
+                run_on()
         print("ran on", flush=True)
     except KeyboardInterrupt:
-        print("stopped" if caught else "not caught", flush=True)
+        print("stopped", flush=True)
 """
 
 
-def test_an_interrupt_a_library_caught_is_raised_again():
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("running", ["stopped"]),
+        ("inside_another_except", ["stopped"]),
+        ("blocking_sleep", ["stopped"]),
+        ("blocking_join", ["stopped"]),
+        ("background", ["stopped"]),
+        ("asyncio_cleanup", ["cleanup 0", "cleanup 1", "cleanup 2", "cleanup 3", "stopped"]),
+    ],
+)
+def test_an_interrupt_a_library_caught_is_raised_again(case, expected):
     """The compile-SIGINT flake of stop 32's fresh-clone CI (exit 0, no output): the signal
     raised KeyboardInterrupt inside a library's bare `except:`, which swallowed it without a
-    trace, and the run went on to the end. The raised interrupt is watched until the main
-    thread is seen unwinding it."""
+    trace, and the run went on to the end. It is raised again once dropped, by the signal
+    itself, so it also ends a blocking sleep or join (an untimed wait would otherwise hang after
+    a scheduler's single SIGTERM) and reaches a background job whose SIGINT is ignored; the
+    coroutine awaiting its cleanups in `except BaseException:` holds it, so they all run (a
+    watchdog tried first cut them short, as the red-team showed)."""
     result = subprocess.run(
-        [sys.executable, "-c", CAUGHT_BY_A_LIBRARY],
+        [sys.executable, "-c", CAUGHT_BY_A_LIBRARY, case],
         cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert result.stdout.splitlines() == ["stopped"], result.stdout + result.stderr
+    assert result.stdout.splitlines() == expected, result.stdout + result.stderr
+
+
+FINISHES_AFTER_A_SWALLOWED_STOP = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from deepswe_jax import cli
+
+
+def main(argv):
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+    except:  # noqa: E722  (the run's last compilation, in a library)
+        pass
+    print("main finished", flush=True)  # before the stop can come back
+
+
+cli.run(main)
+"""
+
+
+def test_a_run_that_ends_after_a_swallowed_stop_still_exits_130():
+    from deepswe_jax.interrupts import interrupted_line
+
+    result = subprocess.run(
+        [sys.executable, "-c", FINISHES_AFTER_A_SWALLOWED_STOP],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 130, result.stdout + result.stderr
+    assert interrupted_line("SIGINT") in result.stderr
 
 
 if __name__ == "__main__":
