@@ -71,6 +71,9 @@ def _cache_part_kernel(
         logits = plgpu.dot(q, keys, trans_b=True).astype(jnp.float32) * scale  # [block_q, slots]
         visible = i * slots + jnp.arange(slots) < length
         logits = jnp.where(visible[None, :], logits, MASKED)
+        # A masked slot's weight is 0, but 0 x inf is NaN: whatever a page past the row's
+        # length holds (another row's data, stale data) never reaches the output.
+        values = jnp.where(visible[:, None], values, 0)
         new_peak = jnp.maximum(peak, logits.max(axis=-1))
         correction = jnp.exp(peak - new_peak)
         weights = jnp.exp(logits - new_peak[:, None])
@@ -214,10 +217,11 @@ def attend_paged(
         rows = jnp.clip(rows, 0, batch - 1)
     table = cache.table if rows is None else cache.table[rows]
     lengths = cache.lengths if rows is None else cache.lengths[rows]
-    lengths = jnp.where(valid, lengths, 0).astype(jnp.int32)
+    # At most the table's slots: past them the kernel would read beyond the table.
+    lengths = jnp.clip(jnp.where(valid, lengths, 0), 0, cache.max_length).astype(jnp.int32)
     # This layer's pages in the flattened [layers x pages] axis; entries past a row's pages
     # (``pages``, out of range) read page 0 of the layer, masked.
-    table = jnp.where(table < pages, table, 0) + layer * pages
+    table = jnp.where((table >= 0) & (table < pages), table, 0) + layer * pages
     shape = (kv_heads, layers * pages, PAGE, cache.keys.shape[-1])
     keys, values = cache.keys.reshape(shape), cache.values.reshape(shape)
     call = functools.partial(_attend, interpret=jax.default_backend() == "cpu")
@@ -225,16 +229,30 @@ def attend_paged(
     mesh = jax.sharding.get_abstract_mesh()
     if mesh.empty:
         return call(*operands)
-    # q's heads split as the kv heads are: h = k x g heads in kv-head order, so each device's
-    # query heads are the groups of its own kv heads.
-    kv = logical_to_spec(
-        ("act_kv_heads", None, None, None), shape=shape, mesh_shape=dict(mesh.shape.items())
-    )
-    axis = kv[0] if len(kv) else None
-    heads, pool = jax.P(None, None, axis, None), jax.P(axis)
+    # Rows split over the batch axes (the pool is whole on each of them), q's heads as the kv
+    # heads are: h = k x g heads in kv-head order, so each device's query heads are the groups
+    # of its own kv heads. An axis that does not divide its dimension is dropped (replicated).
+    mesh_shape = dict(mesh.shape.items())
+
+    def axis(name: str, size: int):
+        spec = logical_to_spec(
+            (name,), shape=(size,), mesh_shape=mesh_shape, drop_non_dividing=True
+        )
+        return spec[0] if len(spec) else None
+
+    rows_axis, kv_axis = axis("batch", q.shape[0]), axis("act_kv_heads", kv_heads)
+    heads = jax.P(rows_axis, None, kv_axis, None)
     return jax.shard_map(
         call,
-        in_specs=(heads, heads, heads, pool, pool, jax.P(), jax.P()),
+        in_specs=(
+            heads,
+            heads,
+            heads,
+            jax.P(kv_axis),
+            jax.P(kv_axis),
+            jax.P(rows_axis),
+            jax.P(rows_axis),
+        ),
         out_specs=heads,
         check_vma=False,
     )(*operands)
