@@ -244,6 +244,18 @@ def test_a_signal_exits_130_with_one_line_and_leaves_nothing_behind(tmp_path, ph
         assert TrainCheckpoints(checkpoints).all_steps() == expected
 
 
+def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
+    """`script` in a Python process of its own, with this repository importable."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 # A KeyboardInterrupt Python swallowed (raised in a `__del__` or a gc callback, as JAX's
 # `_xla_gc_callback` during compilation) and what happens next, in a process of its own.
 SWALLOWED = """
@@ -302,14 +314,7 @@ def test_a_swallowed_interrupt_is_raised_again_once_safe(case, expected):
     sys.unraisablehook"): a second signal while the unraisable hook started its thread raised
     KeyboardInterrupt inside the hook, where Python swallowed it once more and the run went on.
     And a swallowed interrupt raised again inside a deferred block broke the block's promise."""
-    result = subprocess.run(
-        [sys.executable, "-c", SWALLOWED, case],
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_script(SWALLOWED, case)
     assert result.stdout.splitlines() == expected, result.stdout + result.stderr
     assert "Exception ignored" not in result.stderr, result.stderr
 
@@ -398,14 +403,7 @@ def test_an_interrupt_a_library_caught_is_raised_again(case, expected):
     a scheduler's single SIGTERM) and reaches a background job whose SIGINT is ignored; the
     coroutine awaiting its cleanups in `except BaseException:` holds it, so they all run (a
     watchdog tried first cut them short, as the red-team showed)."""
-    result = subprocess.run(
-        [sys.executable, "-c", CAUGHT_BY_A_LIBRARY, case],
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_script(CAUGHT_BY_A_LIBRARY, case)
     assert result.stdout.splitlines() == expected, result.stdout + result.stderr
 
 
@@ -431,14 +429,7 @@ cli.run(main)
 def test_a_run_that_ends_after_a_swallowed_stop_still_exits_130():
     from deepswe_jax.interrupts import interrupted_line
 
-    result = subprocess.run(
-        [sys.executable, "-c", FINISHES_AFTER_A_SWALLOWED_STOP],
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_script(FINISHES_AFTER_A_SWALLOWED_STOP)
     assert result.returncode == 130, result.stdout + result.stderr
     assert interrupted_line("SIGINT") in result.stderr
 
