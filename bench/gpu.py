@@ -270,23 +270,22 @@ def _paged_rows(records: list[dict[str, Any]], scale: Scale) -> list[tuple[str, 
     kernel, gather = (_find(records, part="kernel", attention=a) for a in ("pallas", "xla"))
     paged, dense = (_find(records, part="sampler", cache=c) for c in ("paged", "dense"))
     rows = []
-    for label, ours, theirs, unit, note in (
+    for label, ours, theirs, key, unit, note in (
         (
             f"paged attention, {scale.decode_batch} rows to {scale.paged_max_len:,}: ms",
-            kernel, gather, ".2f",
+            kernel, gather, "ms", ".2f",
             "Pallas kernel vs XLA gather; max abs diff "
             + _fmt(kernel.get("max_diff_vs_xla"), ".3g"),
         ),
         (
             f"paged sampler batch {scale.decode_batch}: new tokens/s",
-            paged, dense, ",.0f",
+            paged, dense, "tokens_per_s", ",.0f",
             "paged (kernel) vs dense cache; same greedy rows "
             + _fmt(paged.get("same_greedy_rows"), ".0%"),
         ),
     ):  # fmt: skip
-        key = "ms" if unit == ".2f" else "tokens_per_s"
         a, b = ours.get(key), theirs.get(key)
-        ratio = (b / a if key == "ms" else a / b) if a and b else None
+        ratio = (b / a if key == "ms" else a / b) if a and b else None  # speedup of ours
         rows.append(
             (label, _fmt(a, unit), _fmt(b, unit), _fmt(ratio, ".2f") + "x" * bool(ratio), note)
         )

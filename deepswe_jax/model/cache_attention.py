@@ -57,7 +57,7 @@ def attend_cache(
     them real; a row with none reads nothing it needs) against its filled cache slots and
     themselves, reading as the module docstring says. ``each_row_reads`` default: on CPU.
     ``rows``: see ``attend_layer_cache`` (always read one by one). -> [b, t, h, d]."""
-    if getattr(cache, "attention", "xla") == "pallas":
+    if cache.attention == "pallas":
         return attend_paged(q, new_k, new_v, cache, layer, num_tokens, rows)
     reads = read_lengths(cache.max_length)
     if each_row_reads is None:

@@ -52,6 +52,7 @@ class KVCache:
     lengths: jax.Array
 
     keys_by_slot = False  # read_rows gives keys [.., d, c]
+    attention = "xla"  # read by cache_attention.py (PagedKVCache may say "pallas")
 
     @property
     def max_length(self) -> int:

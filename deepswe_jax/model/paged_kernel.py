@@ -19,7 +19,8 @@ returns the normalized output only, so it cannot be merged.)
 
 Grid: (row, kv head, block of ``BLOCK_Q`` queries); a kv head's queries are its g query heads x
 t tokens, so grouped-query heads share each page they read. Under a mesh the kernel runs per
-device through ``jax.shard_map``, kv heads split as the pool is (PAGED_KEYS_LOGICAL_AXES).
+device through ``jax.shard_map``: kv heads split as the pool is (PAGED_KEYS_LOGICAL_AXES), rows
+over the batch axes (the pool is whole on each of them).
 """
 
 from __future__ import annotations
