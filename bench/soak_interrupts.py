@@ -39,6 +39,7 @@ Prints one json report (and writes it to <root>/soak.json).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -91,6 +92,11 @@ FOREGROUND = (
     "os.execv(sys.argv[1], sys.argv[1:])",
 )
 INTERRUPTED = re.compile(r"^interrupted \(SIGINT\): stopped cleanly")
+# How long a stage may run, and how long an interrupted one may take to stop, before it counts
+# as hung: its threads' stacks are then the problem reported (the CI soak of stop 33 waited 30
+# minutes for a run that never exited, and showed nothing of where it was).
+STAGE_TIMEOUT_S = 1200
+STOP_TIMEOUT_S = 300
 
 
 def stage_command(stage: str, root: Path) -> list[str]:
@@ -127,15 +133,15 @@ def stage_command(stage: str, root: Path) -> list[str]:
 
 
 class StageProcess:
-    """One stage's process in its own process group, its stderr read as lines (split at \\r
-    too: progress bars), waiting possible for a line matching a pattern."""
+    """One stage's process (or `command`) in its own process group, its stderr read as lines
+    (split at \\r too: progress bars), waiting possible for a line matching a pattern."""
 
-    def __init__(self, stage: str, root: Path):
+    def __init__(self, stage: str, root: Path, command: list[str] | None = None):
         from deepswe_jax.env.ownership import owner_label
 
         env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
         self.process = subprocess.Popen(
-            [*FOREGROUND, *stage_command(stage, root)],
+            [*FOREGROUND, *(command or stage_command(stage, root))],
             cwd=REPO_ROOT,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -182,9 +188,20 @@ class StageProcess:
                 return
             time.sleep(0.3)
 
-    def finish(self) -> tuple[int, list[str]]:
-        """Exit status and the output lines that are not progress."""
-        code = self.process.wait(timeout=1800)
+    def finish(self, timeout: float = STAGE_TIMEOUT_S) -> tuple[int | None, list[str]]:
+        """Exit status and the output lines that are not progress. A process still running after
+        `timeout` seconds prints every thread's stack (interrupts.STACKS_SIGNAL: the lines end
+        with them) and is killed, with its containers; its status is then None."""
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGUSR1)
+                time.sleep(3)
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            remove_containers(self.owner)
+            code = None
         self._reader.join(timeout=60)
         return code, [line for line in self.lines if not NOISE.search(line)]
 
@@ -213,6 +230,20 @@ def in_python_startup(code: int, lines: list[str]) -> bool:
         and bool(frames)
         and not any(str(REPO_ROOT) in f and "site-packages" not in f for f in frames)
     )
+
+
+def remove_containers(owner: str) -> None:
+    """Removes the containers of a process that was killed (no cleanup of its own ran)."""
+    import docker
+
+    from deepswe_jax.env.ownership import OWNER_LABEL
+
+    client = docker.from_env()
+    for container in client.containers.list(
+        all=True, sparse=True, filters={"label": f"{OWNER_LABEL}={owner}"}
+    ):
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            container.remove(force=True)
 
 
 def containers_of(owner: str) -> list[str]:
@@ -246,10 +277,12 @@ def run_job(root: Path, moment: Moment | None = None) -> dict:
             if process.wait_for(moment.pattern, moment.delay):
                 at = time.monotonic() - process.started
                 process.interrupt(moment.signals)
-                code, lines = process.finish()
+                code, lines = process.finish(STOP_TIMEOUT_S)
                 problems = []
-                before_script = in_python_startup(code, lines)
-                if not before_script and (
+                before_script = code is not None and in_python_startup(code, lines)
+                if code is None:
+                    problems.append(f"no exit {STOP_TIMEOUT_S} s after the signals: {lines[-80:]}")
+                elif not before_script and (
                     code != 130 or len(lines) != 1 or not INTERRUPTED.match(lines[0])
                 ):
                     problems.append(f"exit status {code}, output {lines[-20:]}")

@@ -21,7 +21,12 @@ segmentation faults), and a save stopped between writing and committing left a t
 `exit_process(code)` ends the process without the interpreter's teardown once the cleanups have
 run (non-daemon threads joined, atexit functions run, streams flushed): tearing down JAX, XLA and Orbax modules while
 their threads still ran ended interrupted runs in a segmentation fault or `Fatal Python error:
-Aborted`, and printed their threads' errors.
+Aborted`, and printed their threads' errors. A thread that does not end within
+`JOIN_TIMEOUT_S` is named on stderr and left behind: an interrupted run never hangs after its
+line (the interpreter would wait for it forever).
+
+`kill -USR1 <pid>` prints every thread's Python stack on stderr (faulthandler): what a run that
+seems stuck is doing, without stopping it.
 
 Only the main thread receives signals. Without `install()` (the library used from Python),
 `deferred_interrupts` holds SIGINT when Python's default handler is in place, as before.
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import faulthandler
 import logging
 import os
 import signal
@@ -42,6 +48,10 @@ from collections.abc import Iterator
 # The signals that stop a run: Ctrl-C, and what schedulers (SLURM, Kubernetes) send.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 EXIT_STATUS = 130
+# The signal that prints every thread's stack (faulthandler), and how long exit_process waits
+# for the process's threads.
+STACKS_SIGNAL = signal.SIGUSR1
+JOIN_TIMEOUT_S = 120.0
 
 
 class _State:
@@ -165,6 +175,7 @@ def install() -> None:
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _handler)
     sys.unraisablehook = _unraisable
+    faulthandler.register(STACKS_SIGNAL, all_threads=True)
     _State.installed = True
 
 
@@ -188,12 +199,23 @@ def quiet_exit_noise() -> None:
 
 
 def exit_process(code: int) -> None:
-    """Ends the process with `code` after joining its non-daemon threads and running the atexit
-    functions (as the interpreter would: env.ownership removes containers still alive there),
-    without the module teardown (see the module docstring)."""
+    """Ends the process with `code` after joining its non-daemon threads (for `JOIN_TIMEOUT_S`
+    seconds in all; the ones still running then are named on stderr and left) and running the
+    atexit functions (as the interpreter would: env.ownership removes containers still alive
+    there), without the module teardown (see the module docstring)."""
+    join_timeout = JOIN_TIMEOUT_S
+    deadline = time.monotonic() + join_timeout
+    left = []
     for thread in threading.enumerate():
         if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                left.append(thread.name)
+    if left:
+        sys.stderr.write(
+            f"exiting without {len(left)} thread(s) still running after {join_timeout:.0f} s: "
+            f"{', '.join(left)}\n"
+        )
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):

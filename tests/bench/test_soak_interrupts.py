@@ -8,6 +8,8 @@ bench says why). BENCHMARKS.md ("Ctrl-C soak") has the 30 random moments."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from bench import soak_interrupts
@@ -29,6 +31,26 @@ def test_the_main_job_interrupted_at_five_moments_resumes_and_loses_nothing(tmp_
     code, lines = soak_interrupts.StageProcess("sft", reference).finish()
     assert code == 0, lines[-20:]
     assert job["sft_params"] == soak_interrupts.params_hash(reference / "sft" / "checkpoints")
+
+
+def test_a_stage_that_does_not_stop_is_reported_with_its_threads_stacks_and_killed(tmp_path):
+    """The CI soak of stop 33 waited 30 minutes for an interrupted run that never exited and
+    said nothing of where it was; a hung stage now shows its threads' stacks."""
+    stuck = (
+        "import sys, threading, time; sys.path.insert(0, '.');"
+        "from deepswe_jax import interrupts; interrupts.install();"
+        "threading.Thread(target=time.sleep, args=(600,), name='stuck', daemon=True).start();"
+        "print('started', file=sys.stderr, flush=True);"
+        "time.sleep(600)"
+    )
+    process = soak_interrupts.StageProcess("rl", tmp_path, [sys.executable, "-c", stuck])
+    assert process.wait_for("started", None)
+    code, lines = process.finish(timeout=2)
+    assert code is None, lines
+    assert process.process.poll() is not None  # killed
+    stacks = "\n".join(lines)
+    assert "Current thread" in stacks and stacks.count("line 1 in <module>") == 1, stacks
+    assert "threading.py" in stacks, stacks  # the other thread's frames
 
 
 def test_only_a_traceback_through_pythons_own_start_up_counts_as_before_the_script():

@@ -434,6 +434,65 @@ def test_a_run_that_ends_after_a_swallowed_stop_still_exits_130():
     assert interrupted_line("SIGINT") in result.stderr
 
 
+# A run interrupted while one of its threads (not a daemon) is stuck in a call that never
+# returns: the CI soak of stop 33 hung 30 minutes after an interruption during rollouts.
+STUCK_THREAD = """
+import atexit, signal, sys, threading
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a foreground run's
+from deepswe_jax import cli, interrupts
+
+interrupts.install()
+interrupts.JOIN_TIMEOUT_S = 2.0
+atexit.register(lambda: print("atexit ran", file=sys.stderr, flush=True))
+
+
+def main(argv):
+    threading.Thread(target=threading.Event().wait, name="stuck-docker-call").start()
+    signal.raise_signal(signal.SIGINT)
+
+
+cli.run(main)
+"""
+
+
+def test_an_interrupted_run_does_not_wait_forever_for_a_stuck_thread():
+    result = run_script(STUCK_THREAD)
+    assert result.returncode == 130, result.stdout + result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("interrupted (SIGINT)"), lines
+    assert "still running after 2 s: stuck-docker-call" in lines[1], lines
+    assert lines[2:] == ["atexit ran"], lines  # the containers' cleanup still runs
+
+
+# What a run that seems stuck is doing: `kill -USR1 <pid>` prints every thread's stack, and the
+# run goes on.
+STACKS = """
+import os, signal, sys, threading, time
+from deepswe_jax import interrupts
+
+interrupts.install()
+
+
+def waiting_for_the_engine():
+    time.sleep(0.5)
+
+
+thread = threading.Thread(target=waiting_for_the_engine)
+thread.start()
+os.kill(os.getpid(), interrupts.STACKS_SIGNAL)
+thread.join()
+print("went on")
+"""
+
+
+def test_sigusr1_prints_every_threads_stack_and_the_run_goes_on():
+    result = run_script(STACKS)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "went on\n"
+    assert "in waiting_for_the_engine" in result.stderr, result.stderr
+    assert "Current thread" in result.stderr, result.stderr  # the main thread too
+
+
 if __name__ == "__main__":
     # A shell without job control starts background commands (`.ci/run &`) with SIGINT
     # ignored, and children inherit that; the worker stands for a foreground run.
