@@ -9,7 +9,14 @@ Before `main` starts (imports, flag parsing) there is nothing to clean up: a sig
 one line and ends the process at once. Inside `main` the first signal raises KeyboardInterrupt
 in the main thread, so the `with` blocks on its way out run (containers removed, the checkpoint
 being written finished); the second and third are counted and ignored, so nothing that cleans up
-is cut short. A KeyboardInterrupt that was swallowed (raised inside a garbage-collection
+is cut short. While an asyncio loop runs in the main thread (rollouts, evaluation), the
+KeyboardInterrupt is raised from a callback of that loop, between two of its callbacks, never at
+whatever bytecode the loop's thread was on: raised inside the loop's own machinery it lost a
+task's wakeup (the task then waited forever, and so did the cancellation of the rollouts), and
+raised between a lock's acquire and its `with` it kept the lock (JaxSampler's queue, the env
+pool's executor), which then deadlocked the cleanups: the CI soak of stop 33 hung after a Ctrl-C
+during rollouts. A loop that does not come back to its callbacks within `LOOP_STOP_WAIT_S` (a
+blocking call inside a coroutine), or stops first, gets the KeyboardInterrupt where it is. A KeyboardInterrupt that was swallowed (raised inside a garbage-collection
 callback or a `__del__`, e.g. JAX's `_xla_gc_callback` during compilation, or caught by a
 library's bare `except:`) is raised again soon after (`Stop`); before, the run went on to the
 end and exited 0.
@@ -52,6 +59,8 @@ EXIT_STATUS = 130
 # for the process's threads.
 STACKS_SIGNAL = signal.SIGUSR1
 JOIN_TIMEOUT_S = 120.0
+# How long a stop waits for the main thread's asyncio loop to come back to its callbacks.
+LOOP_STOP_WAIT_S = 10.0
 
 
 class _State:
@@ -62,6 +71,8 @@ class _State:
     held = False  # a signal arrived in a deferred block
     raise_again = False  # a KeyboardInterrupt was swallowed: raise it once more
     alive = 0  # `Stop` interrupts not yet garbage: one is on its way out
+    pending: object = None  # the asyncio loop a Stop waits to be raised in (`_stop`)
+    overdue = False  # that loop did not run the Stop's callback in time: raise it where it is
     ignored_unraisable: list = []  # predicates: unraisable errors not printed (ignore_unraisable)
 
 
@@ -97,17 +108,21 @@ class Stop(KeyboardInterrupt):
 
 
 def _handler(signum: int, frame: object) -> None:
+    if _State.overdue:
+        overdue, _State.pending = _State.pending, None
+        _State.overdue = False
+        if overdue is not None:
+            _stop(not_in=overdue)
+        return
     if _State.raise_again:
         if _inside_the_unraisable_hook(frame):
             _raise_again_soon()  # raised anywhere inside the hook, it would be lost again
             return
         _State.raise_again = False
-        if _State.alive:
+        if _State.alive or _State.pending is not None:
             return  # one is still on its way out (never cut its cleanups short)
-        if _State.deferring:
-            _State.held = True
-            return
-        raise Stop
+        _stop()
+        return
     if _State.received is not None:
         return  # the second and third Ctrl-C: already stopping
     _State.received = signal.Signals(signum).name
@@ -115,10 +130,60 @@ def _handler(signum: int, frame: object) -> None:
         sys.stderr.write(interrupted_line() + "\n")
         sys.stderr.flush()
         os._exit(EXIT_STATUS)
+    _stop()
+
+
+def _stop(not_in: object = None) -> None:
+    """Raises Stop in the main thread (a signal handler's frame): held to the end of a deferred
+    block; from a callback of the asyncio loop running in this thread, if one runs (the module
+    docstring says why) and it is not `not_in` (one that let the callback wait too long); else
+    here."""
+    if _State.deferring:
+        _State.held = True
+        return
+    asyncio = sys.modules.get("asyncio")
+    loop = asyncio.events._get_running_loop() if asyncio is not None else None
+    if loop is not None and loop is not not_in:
+        try:
+            loop.call_soon_threadsafe(_raise_pending, loop)
+        except RuntimeError:  # the loop is closed
+            pass
+        else:
+            _State.pending = loop
+            _watch_pending(loop)
+            return
+    raise Stop
+
+
+def _raise_pending(loop: object) -> None:
+    """The loop callback `_stop` scheduled."""
+    if _State.pending is not loop:
+        return  # raised where the main thread was already (`_watch_pending`)
+    _State.pending = None
+    if not _State.graceful:
+        return  # main has returned: cli.run exits 130 (stop_requested)
     if _State.deferring:
         _State.held = True
         return
     raise Stop
+
+
+def _watch_pending(loop) -> None:
+    """Sends the stop signal again (`_State.overdue`: raised where the main thread is) when
+    `loop` stops before running `_raise_pending`, or keeps its thread past LOOP_STOP_WAIT_S."""
+    signum = signal.Signals[_State.received or "SIGINT"]
+    started = time.monotonic()
+
+    def watch() -> None:
+        while _State.pending is loop:
+            time.sleep(0.05)
+            running = loop.is_running() and time.monotonic() - started < LOOP_STOP_WAIT_S
+            if _State.pending is loop and not running and _State.graceful:
+                _State.overdue = True
+                signal.pthread_kill(threading.main_thread().ident, signum)
+                return
+
+    threading.Thread(target=watch, name="interrupts-loop-stop", daemon=True).start()
 
 
 def _inside_the_unraisable_hook(frame: object) -> bool:

@@ -244,7 +244,7 @@ def test_a_signal_exits_130_with_one_line_and_leaves_nothing_behind(tmp_path, ph
         assert TrainCheckpoints(checkpoints).all_steps() == expected
 
 
-def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
+def run_script(script: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """`script` in a Python process of its own, with this repository importable."""
     return subprocess.run(
         [sys.executable, "-c", script, *args],
@@ -252,7 +252,7 @@ def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
     )
 
 
@@ -432,6 +432,164 @@ def test_a_run_that_ends_after_a_swallowed_stop_still_exits_130():
     result = run_script(FINISHES_AFTER_A_SWALLOWED_STOP)
     assert result.returncode == 130, result.stdout + result.stderr
     assert interrupted_line("SIGINT") in result.stderr
+
+
+# The rollouts' shape (rl/loop.py's Runner and RolloutScheduler, agent/rollout.py's
+# _gather_or_cancel, a sampler thread resolving the episodes' futures) with the first Ctrl-C
+# landing at one exact bytecode of the main thread, then two more, as a terminal sends them.
+# argv[1]: "popped_wakeup", right after the loop took a task's wakeup off its ready queue;
+# "sampler_lock", right after JaxSampler.generate acquired its queue's lock, before its `with`
+# block began. The CI soak of stop 33 hung there for 30 minutes: the task whose wakeup was lost
+# waited forever and so did the rollouts' cancellation; the kept lock blocked the sampler's
+# thread, and JaxSampler.close joined it forever.
+LANDS_INSIDE_THE_LOOP = """
+import asyncio, collections, contextlib, os, signal, sys, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a foreground run's
+from deepswe_jax import cli, interrupts
+
+interrupts.install()
+case = sys.argv[1]
+armed = False
+
+
+def land_here():
+    global armed
+    armed = False
+    signal.raise_signal(signal.SIGINT)  # the handler runs before this call returns
+
+    def impatient():
+        for _ in range(2):
+            time.sleep(0.3)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=impatient, daemon=True).start()
+
+
+class Ready(collections.deque):
+    def popleft(self):
+        handle = super().popleft()
+        if armed and "wakeup" in repr(handle._callback):
+            land_here()
+        return handle
+
+
+class Condition(threading.Condition):
+    def __enter__(self):
+        acquired = super().__enter__()
+        if armed and threading.current_thread() is threading.main_thread():
+            land_here()
+        return acquired
+
+
+def make_sampler():
+    from flax import nnx
+
+    from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
+    from deepswe_jax.sampling import JaxSampler
+
+    config = Qwen3Config(
+        vocab_size=101, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+    )
+    original, threading.Condition = threading.Condition, Condition
+    try:
+        return JaxSampler(Qwen3ForCausalLM(config, rngs=nnx.Rngs(0)), max_batch=2,
+                          max_cache_len=32, min_prefill_len=16)
+    finally:
+        threading.Condition = original
+
+
+def main(argv):
+    global armed
+    from deepswe_jax.agent.rollout import _gather_or_cancel
+    from deepswe_jax.rl.overlap import RolloutScheduler
+    from deepswe_jax.sampling import GenerateRequest, SamplingParams
+
+    resolved = []
+
+    def engine():  # the sampler thread: resolves waiting futures on their loop
+        while True:
+            time.sleep(0.01)
+            while resolved:
+                loop, future = resolved.pop()
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(lambda f=future: f.done() or f.set_result(1))
+
+    threading.Thread(target=engine, daemon=True).start()
+    sampler = make_sampler() if case == "sampler_lock" else None
+    request = GenerateRequest((1, 2, 3), SamplingParams(temperature=0.0, max_new_tokens=0))
+
+    async def episode(index):
+        global armed
+        loop = asyncio.get_running_loop()
+        for turn in range(10_000):
+            if sampler is not None:
+                await sampler.generate([request])
+            future = loop.create_future()
+            resolved.append((loop, future))
+            await future
+            if turn == 5 and index == 0:
+                armed = True
+
+    async def collect(iteration, version):
+        return await _gather_or_cancel([episode(i) for i in range(4)], None)
+
+    with contextlib.ExitStack() as stack:
+        if sampler is not None:
+            stack.callback(sampler.close)
+        runner = stack.enter_context(asyncio.Runner())
+        runner.get_loop()._ready = Ready(runner.get_loop()._ready)
+        scheduler = stack.enter_context(
+            RolloutScheduler(runner, collect, lambda params: None, max_staleness=0, start=0,
+                             stop=1)
+        )
+        scheduler.publish(0, {})
+        scheduler.next_batch(0)
+
+
+cli.run(main)
+"""
+
+
+@pytest.mark.parametrize("case", ["popped_wakeup", "sampler_lock"])
+def test_a_stop_during_rollouts_never_lands_inside_the_loop_or_a_lock(case):
+    result = run_script(LANDS_INSIDE_THE_LOOP, case, timeout=90)
+    assert result.returncode == 130, result.stdout + result.stderr
+    assert result.stderr.splitlines()[-1].startswith("interrupted (SIGINT)"), result.stderr
+
+
+# A coroutine blocking the loop's thread (a synchronous call that never returns) would keep the
+# stop's callback waiting: after LOOP_STOP_WAIT_S the stop is raised where the thread is.
+BLOCKED_LOOP = """
+import asyncio, os, signal, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from deepswe_jax import cli, interrupts
+
+interrupts.install()
+interrupts.LOOP_STOP_WAIT_S = 1.0
+
+
+async def blocks():
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(60)
+
+
+def main(argv):
+    started = time.monotonic()
+    try:
+        asyncio.run(blocks())
+    finally:
+        print(f"stopped after {time.monotonic() - started:.0f} s", flush=True)
+
+
+cli.run(main)
+"""
+
+
+def test_a_loop_blocked_in_a_coroutine_still_stops():
+    result = run_script(BLOCKED_LOOP, timeout=30)
+    assert result.returncode == 130, result.stdout + result.stderr
+    assert result.stdout == "stopped after 1 s\n", result.stdout + result.stderr
 
 
 # A run interrupted while one of its threads (not a daemon) is stuck in a call that never
