@@ -16,21 +16,21 @@ task's wakeup (the task then waited forever, and so did the cancellation of the 
 raised between a lock's acquire and its `with` it kept the lock (JaxSampler's queue, the env
 pool's executor), which then deadlocked the cleanups: the CI soak of stop 33 hung after a Ctrl-C
 during rollouts. A loop that does not come back to its callbacks within `LOOP_STOP_WAIT_S` (a
-blocking call inside a coroutine), or stops first, gets the KeyboardInterrupt where it is. A KeyboardInterrupt that was swallowed (raised inside a garbage-collection
-callback or a `__del__`, e.g. JAX's `_xla_gc_callback` during compilation, or caught by a
-library's bare `except:`) is raised again soon after (`Stop`); before, the run went on to the
-end and exited 0.
+blocking call inside a coroutine), or stops first, gets the KeyboardInterrupt where it is. A
+KeyboardInterrupt that was swallowed (raised inside a garbage-collection callback or a
+`__del__`, e.g. JAX's `_xla_gc_callback` during compilation, or caught by a library's bare
+`except:`) is raised again soon after (`Stop`); before, the run went on to the end and exited 0.
 
 Inside `deferred_interrupts()` the signal is held until the block ends: a train step stopped
 between micro-batches whose buffers were donated raced XLA's threads on the way out (issue 17:
 segmentation faults), and a save stopped between writing and committing left a temporary folder.
 
 `exit_process(code)` ends the process without the interpreter's teardown once the cleanups have
-run (non-daemon threads joined, atexit functions run, streams flushed): tearing down JAX, XLA and Orbax modules while
-their threads still ran ended interrupted runs in a segmentation fault or `Fatal Python error:
-Aborted`, and printed their threads' errors. A thread that does not end within
-`JOIN_TIMEOUT_S` is named on stderr and left behind: an interrupted run never hangs after its
-line (the interpreter would wait for it forever).
+run (non-daemon threads joined, atexit functions run, streams flushed): tearing down JAX, XLA
+and Orbax modules while their threads still ran ended interrupted runs in a segmentation fault
+or `Fatal Python error: Aborted`, and printed their threads' errors. A thread that does not end
+within `JOIN_TIMEOUT_S` is named on stderr and left behind: an interrupted run never hangs after
+its line (the interpreter would wait for it forever).
 
 `kill -USR1 <pid>` prints every thread's Python stack on stderr (faulthandler): what a run that
 seems stuck is doing, without stopping it.
@@ -71,8 +71,8 @@ class _State:
     held = False  # a signal arrived in a deferred block
     raise_again = False  # a KeyboardInterrupt was swallowed: raise it once more
     alive = 0  # `Stop` interrupts not yet garbage: one is on its way out
-    pending: object = None  # the asyncio loop a Stop waits to be raised in (`_stop`)
-    overdue = False  # that loop did not run the Stop's callback in time: raise it where it is
+    pending = None  # a `_PendingStop`: a Stop waiting for its asyncio loop's callback
+    overdue = None  # the pending stop whose loop did not run it in time: raise it where it is
     ignored_unraisable: list = []  # predicates: unraisable errors not printed (ignore_unraisable)
 
 
@@ -108,12 +108,15 @@ class Stop(KeyboardInterrupt):
 
 
 def _handler(signum: int, frame: object) -> None:
-    if _State.overdue:
-        overdue, _State.pending = _State.pending, None
-        _State.overdue = False
-        if overdue is not None:
-            _stop(not_in=overdue)
-        return
+    late = _State.overdue
+    if late is not None:
+        _State.overdue = None
+        if _State.pending is late:  # its loop stopped, or kept its thread too long
+            _State.pending = None
+            late.release(stop=True)
+            if _State.graceful:
+                _stop(not_in=late.loop)
+            return
     if _State.raise_again:
         if _inside_the_unraisable_hook(frame):
             _raise_again_soon()  # raised anywhere inside the hook, it would be lost again
@@ -143,47 +146,71 @@ def _stop(not_in: object = None) -> None:
         return
     asyncio = sys.modules.get("asyncio")
     loop = asyncio.events._get_running_loop() if asyncio is not None else None
-    if loop is not None and loop is not not_in:
-        try:
-            loop.call_soon_threadsafe(_raise_pending, loop)
-        except RuntimeError:  # the loop is closed
-            pass
-        else:
-            _State.pending = loop
-            _watch_pending(loop)
-            return
-    raise Stop
+    if loop is None or loop is not_in:
+        raise Stop
+    pending = _PendingStop(loop)
+    loop.call_soon_threadsafe(_raise_pending, pending)
+    _State.pending = pending
+    pending.watch()
 
 
-def _raise_pending(loop: object) -> None:
-    """The loop callback `_stop` scheduled."""
-    if _State.pending is not loop:
-        return  # raised where the main thread was already (`_watch_pending`)
+class _PendingStop:
+    """A Stop to be raised from a callback of `loop`. Until then the loop's `stop()` (which
+    run_until_complete calls once its task is done) is held, so the run does not end with the
+    callback still queued: it would run in the loop's next run, e.g. asyncio.run's cancellation
+    of the tasks left, and cut their cleanups short (the red-team of stop 34)."""
+
+    def __init__(self, loop):
+        self.loop = loop
+        self.started = time.monotonic()
+        self.stop_held = getattr(loop, "_stopping", False)  # the signal came in its last round
+        if self.stop_held:
+            loop._stopping = False
+        loop.stop = self._hold_stop  # an instance attribute: the method until release()
+
+    def _hold_stop(self) -> None:
+        self.stop_held = True
+
+    def release(self, *, stop: bool) -> None:
+        """Gives the loop its stop() back, and calls it if a call was held and `stop`."""
+        vars(self.loop).pop("stop", None)
+        if self.stop_held and stop:
+            self.loop.stop()
+
+    def watch(self) -> None:
+        """Sends the stop signal again (`_State.overdue`) when the loop stops without running
+        the callback, or keeps its thread past LOOP_STOP_WAIT_S (a blocking call in a
+        coroutine): the handler then raises it where the main thread is."""
+        signum = signal.Signals[_State.received or "SIGINT"]
+
+        def watch() -> None:
+            while _State.pending is self:
+                time.sleep(0.05)
+                waiting = (
+                    self.loop.is_running() and time.monotonic() - self.started < LOOP_STOP_WAIT_S
+                )
+                if _State.pending is self and not waiting and _State.graceful:
+                    _State.overdue = self
+                    signal.pthread_kill(threading.main_thread().ident, signum)
+                    return
+
+        threading.Thread(target=watch, name="interrupts-loop-stop", daemon=True).start()
+
+
+def _raise_pending(pending: _PendingStop) -> None:
+    """The loop callback `_stop` scheduled: raises the Stop unless it was raised already, main
+    has returned (cli.run exits 130: stop_requested) or a deferred block runs (held to its
+    end)."""
+    if _State.pending is not pending or threading.current_thread() is not threading.main_thread():
+        return  # raised elsewhere already; or a loop the main thread stopped runs in another
     _State.pending = None
-    if not _State.graceful:
-        return  # main has returned: cli.run exits 130 (stop_requested)
-    if _State.deferring:
-        _State.held = True
+    if not _State.graceful or _State.deferring:
+        pending.release(stop=True)
+        if _State.graceful:
+            _State.held = True  # raised at the deferred block's end
         return
+    pending.release(stop=False)  # the Stop ends this run
     raise Stop
-
-
-def _watch_pending(loop) -> None:
-    """Sends the stop signal again (`_State.overdue`: raised where the main thread is) when
-    `loop` stops before running `_raise_pending`, or keeps its thread past LOOP_STOP_WAIT_S."""
-    signum = signal.Signals[_State.received or "SIGINT"]
-    started = time.monotonic()
-
-    def watch() -> None:
-        while _State.pending is loop:
-            time.sleep(0.05)
-            running = loop.is_running() and time.monotonic() - started < LOOP_STOP_WAIT_S
-            if _State.pending is loop and not running and _State.graceful:
-                _State.overdue = True
-                signal.pthread_kill(threading.main_thread().ident, signum)
-                return
-
-    threading.Thread(target=watch, name="interrupts-loop-stop", daemon=True).start()
 
 
 def _inside_the_unraisable_hook(frame: object) -> bool:
