@@ -9,14 +9,13 @@ Before `main` starts (imports, flag parsing) there is nothing to clean up: a sig
 one line and ends the process at once. Inside `main` the first signal raises KeyboardInterrupt
 in the main thread, so the `with` blocks on its way out run (containers removed, the checkpoint
 being written finished); the second and third are counted and ignored, so nothing that cleans up
-is cut short. While an asyncio loop runs in the main thread (rollouts, evaluation), the
-KeyboardInterrupt is raised from a callback of that loop, between two of its callbacks, never at
-whatever bytecode the loop's thread was on: raised inside the loop's own machinery it lost a
-task's wakeup (the task then waited forever, and so did the cancellation of the rollouts), and
-raised between a lock's acquire and its `with` it kept the lock (JaxSampler's queue, the env
-pool's executor), which then deadlocked the cleanups: the CI soak of stop 33 hung after a Ctrl-C
-during rollouts. A loop that does not come back to its callbacks within `LOOP_STOP_WAIT_S` (a
-blocking call inside a coroutine), or stops first, gets the KeyboardInterrupt where it is. A
+is cut short. While an asyncio loop runs in the main thread (rollouts, evaluation), the signal
+ends the loop's run after its round of callbacks in progress, and the KeyboardInterrupt is
+raised where the run returns (`_LoopStop`), never at whatever bytecode the loop's thread was
+on: raised inside the loop's own machinery it lost a task's wakeup (the task then waited
+forever, and so did the cancellation of the rollouts), and raised between a lock's acquire and
+its `with` it kept the lock (JaxSampler's queue, the env pool's executor), which then deadlocked
+the cleanups: the CI soak of stop 33 hung after a Ctrl-C during rollouts. A
 KeyboardInterrupt that was swallowed (raised inside a garbage-collection callback or a
 `__del__`, e.g. JAX's `_xla_gc_callback` during compilation, or caught by a library's bare
 `except:`) is raised again soon after (`Stop`); before, the run went on to the end and exited 0.
@@ -71,8 +70,8 @@ class _State:
     held = False  # a signal arrived in a deferred block
     raise_again = False  # a KeyboardInterrupt was swallowed: raise it once more
     alive = 0  # `Stop` interrupts not yet garbage: one is on its way out
-    pending = None  # a `_PendingStop`: a Stop waiting for its asyncio loop's callback
-    overdue = None  # the pending stop whose loop did not run it in time: raise it where it is
+    pending = None  # a `_LoopStop`: a Stop waiting for its asyncio loop's run to end
+    overdue = None  # the pending stop whose loop did not end in time: raise it where it is
     ignored_unraisable: list = []  # predicates: unraisable errors not printed (ignore_unraisable)
 
 
@@ -111,11 +110,10 @@ def _handler(signum: int, frame: object) -> None:
     late = _State.overdue
     if late is not None:
         _State.overdue = None
-        if _State.pending is late:  # its loop stopped, or kept its thread too long
-            _State.pending = None
-            late.release(stop=True)
+        if _State.pending is late:  # its loop kept its thread too long, or stopped unseen
+            late.forget()
             if _State.graceful:
-                _stop(not_in=late.loop)
+                _stop(anywhere=True)
             return
     if _State.raise_again:
         if _inside_the_unraisable_hook(frame):
@@ -136,51 +134,69 @@ def _handler(signum: int, frame: object) -> None:
     _stop()
 
 
-def _stop(not_in: object = None) -> None:
+def _stop(anywhere: bool = False) -> None:
     """Raises Stop in the main thread (a signal handler's frame): held to the end of a deferred
-    block; from a callback of the asyncio loop running in this thread, if one runs (the module
-    docstring says why) and it is not `not_in` (one that let the callback wait too long); else
-    here."""
+    block; where the asyncio loop running in this thread, if one runs, ends its run
+    (`_LoopStop`; the module docstring says why), unless `anywhere`; else here."""
     if _State.deferring:
         _State.held = True
         return
     asyncio = sys.modules.get("asyncio")
     loop = asyncio.events._get_running_loop() if asyncio is not None else None
-    if loop is None or loop is not_in:
+    if loop is None or anywhere:
         raise Stop
-    pending = _PendingStop(loop)
-    loop.call_soon_threadsafe(_raise_pending, pending)
-    _State.pending = pending
-    pending.watch()
+    _LoopStop(loop, asyncio)
 
 
-class _PendingStop:
-    """A Stop to be raised from a callback of `loop`. Until then the loop's `stop()` (which
-    run_until_complete calls once its task is done) is held, so the run does not end with the
-    callback still queued: it would run in the loop's next run, e.g. asyncio.run's cancellation
-    of the tasks left, and cut their cleanups short (the red-team of stop 34)."""
+class _LoopStop:
+    """A Stop that ends the run of `loop`, the asyncio loop running in the main thread.
 
-    def __init__(self, loop):
+    `loop.stop()` (it only sets a flag: safe at any bytecode) lets the loop finish the round of
+    callbacks in progress and return from `run_forever`, with its state put back; the Stop is
+    raised right there, at that return (a profile function of the main thread sees it), so
+    `run_until_complete`, `asyncio.run` or `Runner.run` raise it with the run's tasks intact:
+    asyncio.run then cancels them and awaits their cleanups in a run of their own. A task that
+    finished in that last round leaves run_until_complete's done-callback queued; it would stop
+    the loop's next run after one round (asyncio.run's cleanup run: "Event loop stopped before
+    Future completed"), so it is cancelled. A thread watches: a loop still running after
+    LOOP_STOP_WAIT_S (a blocking call in a coroutine), or one that returned unseen (another
+    profiler was set), gets the Stop where the main thread is (`_State.overdue`)."""
+
+    def __init__(self, loop, asyncio):
+        _State.pending = self
         self.loop = loop
         self.started = time.monotonic()
-        self.stop_held = getattr(loop, "_stopping", False)  # the signal came in its last round
-        if self.stop_held:
-            loop._stopping = False
-        loop.stop = self._hold_stop  # an instance attribute: the method until release()
+        self._run_forever = asyncio.base_events.BaseEventLoop.run_forever.__code__
+        self._done_callback = asyncio.base_events._run_until_complete_cb
+        loop.stop()
+        loop.call_soon_threadsafe(lambda: None)  # wakes its select()
+        if sys.getprofile() is None:  # a profiler's own function is left alone
+            sys.setprofile(self._at_return)
+        self._watch()
 
-    def _hold_stop(self) -> None:
-        self.stop_held = True
+    def forget(self) -> None:
+        if _State.pending is self:
+            _State.pending = None
+        if sys.getprofile() == self._at_return:
+            sys.setprofile(None)
 
-    def release(self, *, stop: bool) -> None:
-        """Gives the loop its stop() back, and calls it if a call was held and `stop`."""
-        vars(self.loop).pop("stop", None)
-        if self.stop_held and stop:
-            self.loop.stop()
+    def _at_return(self, frame, event: str, arg: object) -> None:
+        if event != "return" or frame.f_code is not self._run_forever:
+            return
+        if frame.f_locals.get("self") is not self.loop:
+            return
+        self.forget()
+        for handle in self.loop._ready:
+            if getattr(handle, "_callback", None) is self._done_callback:
+                handle.cancel()
+        if not _State.graceful:
+            return  # main has returned: cli.run exits 130 (stop_requested)
+        if _State.deferring:
+            _State.held = True  # raised at the deferred block's end
+            return
+        raise Stop
 
-    def watch(self) -> None:
-        """Sends the stop signal again (`_State.overdue`) when the loop stops without running
-        the callback, or keeps its thread past LOOP_STOP_WAIT_S (a blocking call in a
-        coroutine): the handler then raises it where the main thread is."""
+    def _watch(self) -> None:
         signum = signal.Signals[_State.received or "SIGINT"]
 
         def watch() -> None:
@@ -195,22 +211,6 @@ class _PendingStop:
                     return
 
         threading.Thread(target=watch, name="interrupts-loop-stop", daemon=True).start()
-
-
-def _raise_pending(pending: _PendingStop) -> None:
-    """The loop callback `_stop` scheduled: raises the Stop unless it was raised already, main
-    has returned (cli.run exits 130: stop_requested) or a deferred block runs (held to its
-    end)."""
-    if _State.pending is not pending or threading.current_thread() is not threading.main_thread():
-        return  # raised elsewhere already; or a loop the main thread stopped runs in another
-    _State.pending = None
-    if not _State.graceful or _State.deferring:
-        pending.release(stop=True)
-        if _State.graceful:
-            _State.held = True  # raised at the deferred block's end
-        return
-    pending.release(stop=False)  # the Stop ends this run
-    raise Stop
 
 
 def _inside_the_unraisable_hook(frame: object) -> bool:

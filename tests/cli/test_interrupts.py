@@ -558,12 +558,14 @@ def test_a_stop_during_rollouts_never_lands_inside_the_loop_or_a_lock(case):
     assert result.stderr.splitlines()[-1].startswith("interrupted (SIGINT)"), result.stderr
 
 
-# The first Ctrl-C in the last round of a loop's run, after run_until_complete asked the loop to
-# stop (here a done-callback of the run's task sends it; argv[1] says whether that task
-# succeeded or failed). The red-team of stop 34 found the stop's callback left queued there: it
-# ran in asyncio.run's cancellation of the tasks left ("ends_the_run": the episode's cleanup
-# never ran), or the stop was sent again into the next cleanup's loop ("fails_the_run": the env
-# pool's close was cancelled half-way).
+# The first Ctrl-C in the last round of a loop's run: after run_until_complete asked the loop to
+# stop (a done-callback of the run's task sends it; the task succeeded, "ends_the_run", or
+# failed, "fails_the_run"), or in the task's last step ("in_its_last_step"). The red-team of
+# stop 34 found a stop raised from a loop callback left queued there: it ran in asyncio.run's
+# cancellation of the tasks left (the episode's cleanup never ran), or was sent again into the
+# next cleanup's loop (the env pool's close cancelled half-way); and a stop raised before
+# run_until_complete's done-callback ran left that callback queued, to stop asyncio.run's
+# cleanup run after one round.
 LAST_ROUND = """
 import asyncio, contextlib, signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -583,6 +585,9 @@ async def episode():
 async def rollouts():
     asyncio.create_task(episode())
     await asyncio.sleep(0.1)
+    if sys.argv[1] == "in_its_last_step":  # the task ends in the round the signal came in
+        signal.raise_signal(signal.SIGINT)
+        return
     asyncio.current_task().add_done_callback(lambda task: signal.raise_signal(signal.SIGINT))
     if sys.argv[1] == "fails_the_run":
         raise RuntimeError("an episode failed")
@@ -605,7 +610,7 @@ cli.run(main)
 """
 
 
-@pytest.mark.parametrize("case", ["ends_the_run", "fails_the_run"])
+@pytest.mark.parametrize("case", ["ends_the_run", "fails_the_run", "in_its_last_step"])
 def test_a_stop_in_a_runs_last_round_lets_every_cleanup_finish(case):
     result = run_script(LAST_ROUND, case, timeout=60)
     assert result.returncode == 130, result.stdout + result.stderr
