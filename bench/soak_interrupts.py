@@ -217,7 +217,10 @@ class Moment:
 def in_python_startup(code: int, lines: list[str]) -> bool:
     """Whether the signal came while Python itself started, before the script's first line:
     - killed by SIGINT's default action (status -2, as a shell's 130) with no output: before
-      the interpreter installed its handler (or in the trampoline, `FOREGROUND`);
+      the interpreter installed its handler (or in the trampoline, `FOREGROUND`), or after the
+      stage had finished, while the interpreter tore down (it puts the default action back;
+      seen 3 times in ~100 stage ends here: the stage's work was all saved, and the rerun
+      checks it);
     - Python's own KeyboardInterrupt traceback through no file of this repository (./run.sh's
       .venv inside it aside): while it loaded site-packages and their .pth files.
     No script can act then, and nothing of the run exists yet to lose."""
