@@ -113,7 +113,7 @@ def _handler(signum: int, frame: object) -> None:
         if _State.pending is late:  # its loop kept its thread too long, or stopped unseen
             late.forget()
             if _State.graceful:
-                _stop(anywhere=True)
+                _stop(frame, anywhere=True)
             return
     if _State.raise_again:
         if _inside_the_unraisable_hook(frame):
@@ -122,7 +122,7 @@ def _handler(signum: int, frame: object) -> None:
         _State.raise_again = False
         if _State.alive or _State.pending is not None:
             return  # one is still on its way out (never cut its cleanups short)
-        _stop()
+        _stop(frame)
         return
     if _State.received is not None:
         return  # the second and third Ctrl-C: already stopping
@@ -131,21 +131,38 @@ def _handler(signum: int, frame: object) -> None:
         sys.stderr.write(interrupted_line() + "\n")
         sys.stderr.flush()
         os._exit(EXIT_STATUS)
-    _stop()
+    _stop(frame)
 
 
-def _stop(anywhere: bool = False) -> None:
-    """Raises Stop in the main thread (a signal handler's frame): held to the end of a deferred
-    block; where the asyncio loop running in this thread, if one runs, ends its run
+def _stop(frame: object = None, anywhere: bool = False) -> None:
+    """Raises Stop in the main thread (a signal handler's, at `frame`): held to the end of a
+    deferred block; where the asyncio loop running in this thread, if one runs, ends its run
     (`_LoopStop`; the module docstring says why), unless `anywhere`; else here."""
     if _State.deferring:
         _State.held = True
         return
     asyncio = sys.modules.get("asyncio")
     loop = asyncio.events._get_running_loop() if asyncio is not None else None
-    if loop is None or anywhere:
-        raise Stop
-    _LoopStop(loop, asyncio)
+    if loop is not None and not anywhere:
+        _LoopStop(loop, asyncio)
+        return
+    if asyncio is not None and loop is None:
+        _detach_run_until_complete(frame, asyncio)
+    raise Stop
+
+
+def _detach_run_until_complete(frame, asyncio) -> None:
+    """A Stop raised in `run_until_complete` outside its loop's run (before its `try`, a few
+    bytecodes) skips the `finally` that takes its done-callback off the task; a later run of
+    the loop (asyncio.run's cleanup, RolloutScheduler.close) would then be stopped after one
+    round when that task ends, its tasks' cleanups cut short (the third red-team of stop 34)."""
+    code = asyncio.base_events.BaseEventLoop.run_until_complete.__code__
+    while frame is not None:
+        if frame.f_code is code:
+            future = frame.f_locals.get("future")
+            if asyncio.isfuture(future):
+                future.remove_done_callback(asyncio.base_events._run_until_complete_cb)
+        frame = frame.f_back
 
 
 class _LoopStop:
@@ -175,10 +192,14 @@ class _LoopStop:
         self._watch()
 
     def forget(self) -> None:
+        """Ends the wait (main thread), however the Stop is raised."""
         if _State.pending is self:
             _State.pending = None
         if sys.getprofile() == self._at_return:
             sys.setprofile(None)
+        for handle in self.loop._ready:  # left by a task that ended in the run's last round
+            if getattr(handle, "_callback", None) is self._done_callback:
+                handle.cancel()
 
     def _at_return(self, frame, event: str, arg: object) -> None:
         if event != "return" or frame.f_code is not self._run_forever:
@@ -186,9 +207,6 @@ class _LoopStop:
         if frame.f_locals.get("self") is not self.loop:
             return
         self.forget()
-        for handle in self.loop._ready:
-            if getattr(handle, "_callback", None) is self._done_callback:
-                handle.cancel()
         if not _State.graceful:
             return  # main has returned: cli.run exits 130 (stop_requested)
         if _State.deferring:
@@ -200,12 +218,15 @@ class _LoopStop:
         signum = signal.Signals[_State.received or "SIGINT"]
 
         def watch() -> None:
+            stopped_before = False  # run_forever's `finally` runs a moment before the hook
             while _State.pending is self:
                 time.sleep(0.05)
-                waiting = (
-                    self.loop.is_running() and time.monotonic() - self.started < LOOP_STOP_WAIT_S
+                stopped = not self.loop.is_running()
+                overdue = (stopped and stopped_before) or (
+                    not stopped and time.monotonic() - self.started >= LOOP_STOP_WAIT_S
                 )
-                if _State.pending is self and not waiting and _State.graceful:
+                stopped_before = stopped
+                if _State.pending is self and overdue and _State.graceful:
                     _State.overdue = self
                     signal.pthread_kill(threading.main_thread().ident, signum)
                     return
@@ -329,7 +350,7 @@ def deferred_interrupts() -> Iterator[None]:
             _State.deferring -= 1
         if not _State.deferring and _State.held:
             _State.held = False
-            raise Stop
+            _stop()  # inside a coroutine: ends its loop's run, raised where the run returns
         return
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         yield

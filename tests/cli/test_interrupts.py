@@ -565,9 +565,11 @@ def test_a_stop_during_rollouts_never_lands_inside_the_loop_or_a_lock(case):
 # cancellation of the tasks left (the episode's cleanup never ran), or was sent again into the
 # next cleanup's loop (the env pool's close cancelled half-way); and a stop raised before
 # run_until_complete's done-callback ran left that callback queued, to stop asyncio.run's
-# cleanup run after one round.
+# cleanup run after one round; the third found that callback left queued by the fallback for a
+# loop blocked in a coroutine ("blocked_in_its_last_step") and by a deferred block inside a
+# coroutine ("saved_in_its_last_step").
 LAST_ROUND = """
-import asyncio, contextlib, signal, sys
+import asyncio, contextlib, signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)
 from deepswe_jax import cli, interrupts
 
@@ -582,11 +584,30 @@ async def episode():
         print("episode cleaned up", flush=True)
 
 
+async def right_after(ready):  # a task woken in the same round, after the run's task
+    await ready
+    if sys.argv[1] == "blocked_in_its_last_step":
+        time.sleep(2)  # a blocking call in a coroutine (LOOP_STOP_WAIT_S: 0.5)
+    else:  # a deferred block in a coroutine, which the signal arrives in
+        with interrupts.deferred_interrupts():
+            signal.raise_signal(signal.SIGINT)
+            print("saved", flush=True)
+
+
 async def rollouts():
     asyncio.create_task(episode())
     await asyncio.sleep(0.1)
-    if sys.argv[1] == "in_its_last_step":  # the task ends in the round the signal came in
-        signal.raise_signal(signal.SIGINT)
+    if sys.argv[1] in ("blocked_in_its_last_step", "saved_in_its_last_step"):
+        interrupts.LOOP_STOP_WAIT_S = 0.5
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+        asyncio.create_task(right_after(ready))
+        loop.call_later(0.05, ready.set_result, None)
+        await ready  # woken first in the round, then right_after
+        if sys.argv[1] == "saved_in_its_last_step":
+            return
+    if sys.argv[1] in ("in_its_last_step", "blocked_in_its_last_step"):
+        signal.raise_signal(signal.SIGINT)  # the task ends in the round the signal came in
         return
     asyncio.current_task().add_done_callback(lambda task: signal.raise_signal(signal.SIGINT))
     if sys.argv[1] == "fails_the_run":
@@ -610,11 +631,23 @@ cli.run(main)
 """
 
 
-@pytest.mark.parametrize("case", ["ends_the_run", "fails_the_run", "in_its_last_step"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "ends_the_run",
+        "fails_the_run",
+        "in_its_last_step",
+        "blocked_in_its_last_step",
+        "saved_in_its_last_step",
+    ],
+)
 def test_a_stop_in_a_runs_last_round_lets_every_cleanup_finish(case):
     result = run_script(LAST_ROUND, case, timeout=60)
     assert result.returncode == 130, result.stdout + result.stderr
-    assert result.stdout.splitlines() == ["episode cleaned up", "pool closed"], result.stdout
+    saved = ["saved"] if case == "saved_in_its_last_step" else []
+    assert result.stdout.splitlines() == [*saved, "episode cleaned up", "pool closed"], (
+        result.stdout + result.stderr
+    )
     assert result.stderr.splitlines()[-1].startswith("interrupted (SIGINT)"), result.stderr
 
 
