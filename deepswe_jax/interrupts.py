@@ -68,6 +68,7 @@ class _State:
     received: str | None = None  # the name of the first stop signal
     deferring = 0  # depth of deferred_interrupts blocks
     held = False  # a signal arrived in a deferred block
+    held_anywhere = False  # ... as the watcher's escalation: raised where the block ends
     raise_again = False  # a KeyboardInterrupt was swallowed: raise it once more
     alive = 0  # `Stop` interrupts not yet garbage: one is on its way out
     pending = None  # a `_LoopStop`: a Stop waiting for its asyncio loop's run to end
@@ -140,6 +141,7 @@ def _stop(frame: object = None, anywhere: bool = False) -> None:
     (`_LoopStop`; the module docstring says why), unless `anywhere`; else here."""
     if _State.deferring:
         _State.held = True
+        _State.held_anywhere |= anywhere
         return
     asyncio = sys.modules.get("asyncio")
     loop = asyncio.events._get_running_loop() if asyncio is not None else None
@@ -197,7 +199,8 @@ class _LoopStop:
             _State.pending = None
         if sys.getprofile() == self._at_return:
             sys.setprofile(None)
-        for handle in self.loop._ready:  # left by a task that ended in the run's last round
+        # a copy: threads append to the queue (call_soon_threadsafe) while this runs
+        for handle in list(getattr(self.loop, "_ready", ())):  # left by a task ended last round
             if getattr(handle, "_callback", None) is self._done_callback:
                 handle.cancel()
 
@@ -349,8 +352,10 @@ def deferred_interrupts() -> Iterator[None]:
         finally:
             _State.deferring -= 1
         if not _State.deferring and _State.held:
-            _State.held = False
-            _stop()  # inside a coroutine: ends its loop's run, raised where the run returns
+            anywhere, _State.held, _State.held_anywhere = _State.held_anywhere, False, False
+            _stop(
+                anywhere=anywhere
+            )  # inside a coroutine: ends its loop's run, raised where the run returns
         return
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         yield

@@ -685,6 +685,42 @@ def test_a_loop_blocked_in_a_coroutine_still_stops():
     assert 1.0 <= float(result.stdout) < 30, result.stdout + result.stderr  # LOOP_STOP_WAIT_S
 
 
+# Train steps in deferred blocks, back to back, run from a coroutine that does not await (the
+# fourth red-team of stop 34): each block's end asked the loop to end its run, the loop never got
+# back to its callbacks, and the escalation after LOOP_STOP_WAIT_S landed in the next block and
+# was held again, so every step ran.
+DEFERRED_STEPS_IN_A_COROUTINE = """
+import asyncio, signal, time
+from deepswe_jax import interrupts
+
+interrupts.install()
+interrupts.LOOP_STOP_WAIT_S = 0.3
+
+
+async def train():
+    for step in range(40):
+        with interrupts.deferred_interrupts():
+            if step == 2:
+                signal.raise_signal(signal.SIGINT)
+            time.sleep(0.1)
+        print(step, flush=True)
+
+
+with interrupts.stop_gracefully():
+    try:
+        asyncio.run(train())
+    except KeyboardInterrupt:
+        print("stopped", flush=True)
+"""
+
+
+def test_deferred_steps_in_a_coroutine_stop_once_the_loop_is_overdue():
+    result = run_script(DEFERRED_STEPS_IN_A_COROUTINE, timeout=60)
+    lines = result.stdout.splitlines()
+    assert lines[-1] == "stopped", result.stdout + result.stderr
+    assert "39" not in lines, lines  # stopped after a few steps, not at the end
+
+
 # A run interrupted while one of its threads (not a daemon) is stuck in a call that never
 # returns: the CI soak of stop 33 hung 30 minutes after an interruption during rollouts.
 STUCK_THREAD = """
