@@ -58,7 +58,7 @@ EXIT_STATUS = 130
 # for the process's threads.
 STACKS_SIGNAL = signal.SIGUSR1
 JOIN_TIMEOUT_S = 120.0
-# How long a stop waits for the main thread's asyncio loop to come back to its callbacks.
+# How long a stop waits for the main thread's asyncio loop to end its run (`_LoopStop`).
 LOOP_STOP_WAIT_S = 10.0
 
 
