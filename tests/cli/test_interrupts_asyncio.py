@@ -267,6 +267,7 @@ def test_a_loop_blocked_in_a_coroutine_still_stops():
 # was held again, so every step ran.
 DEFERRED_STEPS_IN_A_COROUTINE = """
 import asyncio, signal, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a foreground run's
 from deepswe_jax import interrupts
 
 interrupts.install()
