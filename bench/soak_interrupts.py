@@ -239,14 +239,10 @@ def remove_containers(owner: str) -> None:
     """Removes the containers of a process that was killed (no cleanup of its own ran)."""
     import docker
 
-    from deepswe_jax.env.ownership import OWNER_LABEL
-
     client = docker.from_env()
-    for container in client.containers.list(
-        all=True, sparse=True, filters={"label": f"{OWNER_LABEL}={owner}"}
-    ):
+    for container_id in containers_of(owner):
         with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-            container.remove(force=True)
+            client.api.remove_container(container_id, force=True)
 
 
 def containers_of(owner: str) -> list[str]:

@@ -353,9 +353,8 @@ def deferred_interrupts() -> Iterator[None]:
             _State.deferring -= 1
         if not _State.deferring and _State.held:
             anywhere, _State.held, _State.held_anywhere = _State.held_anywhere, False, False
-            _stop(
-                anywhere=anywhere
-            )  # inside a coroutine: ends its loop's run, raised where the run returns
+            # inside a coroutine: ends its loop's run, raised where the run returns
+            _stop(anywhere=anywhere)
         return
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         yield
