@@ -30,6 +30,33 @@ case "${1:-}" in
   *) usage ;;  # before any set-up: a typo costs nothing
 esac
 
+# ==== before any set-up: free disk ==============================================================
+# A fresh `./run.sh test` writes ~7 GB of virtualenvs (.venv 4.7, .venv-verl 1.4, .venv-mini 0.8),
+# ~2 GB of pip's unpacking beside them, Docker images and the tests' temporary files (~3 GB:
+# /tmp/torchinductor_root alone is 2). A disk that fills halfway fails with pip's "[Errno 28] No
+# space left on device" and a half-installed .venv; refuse before any of it, saying what to free.
+# DEEPSWE_NEED_FREE_GB sets the figure (GB).
+need_free_disk() {
+  local need dir free_kb
+  if [ "$(cat "$VENV/.deepswe-installed" 2>/dev/null)" = "$(sha256sum setup.py | cut -d' ' -f1)" ]; then
+    need=3  # installed: the tests' and the run's own files
+  elif [ "$COMMAND" = test ]; then need=12; else need=8; fi
+  need=${DEEPSWE_NEED_FREE_GB:-$need}
+  for dir in . "${TMPDIR:-/tmp}"; do
+    free_kb=$(df -Pk "$dir" | awk 'NR == 2 {print $4}')
+    if [ "$free_kb" -lt $((need * 1024 * 1024)) ]; then
+      echo "run.sh: only $((free_kb / 1024 / 1024)) GB free on the disk holding $(cd "$dir" && pwd)," \
+        "and './run.sh $COMMAND' needs about $need GB there (virtualenvs, pip's unpacking, Docker" \
+        "images, the tests' temporary files). Free some and run it again: old clones of this" \
+        "repository hold ~7 GB each in .venv*, 'docker system prune' drops unused images, and" \
+        "/tmp/torchinductor_root and /tmp/pytest-of-$(id -un) are caches. (DEEPSWE_NEED_FREE_GB" \
+        "sets the figure.)" >&2
+      exit 1
+    fi
+  done
+}
+need_free_disk
+
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null 2>&1; then sudo "$@"; else
     echo "run.sh: '$*' needs root; run it as root, or install Docker yourself (README)" >&2

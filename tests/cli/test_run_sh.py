@@ -23,3 +23,28 @@ def test_an_unknown_command_prints_the_usage_before_any_set_up(tmp_path):
     assert "./run.sh --config.seed=1" in result.stderr
     assert result.stdout == ""  # no "== docker engine", no "== python environment"
     assert not venv.exists() and not (tmp_path / "run").exists()
+
+
+def test_a_disk_without_room_for_the_set_up_is_refused_before_it_starts(tmp_path):
+    # Stop 34's CI: pip failed halfway through .venv with "[Errno 28] No space left on device"
+    # (old clones had filled the disk). run.sh now refuses first and says what to free.
+    venv = tmp_path / "venv"
+    env = {
+        **os.environ,
+        "DEEPSWE_VENV": str(venv),
+        "DEEPSWE_RUN": str(tmp_path / "run"),
+        "DEEPSWE_NEED_FREE_GB": str(10**9),  # a petabyte: more than any disk here has
+    }
+    result = subprocess.run(
+        ["bash", str(REPO_ROOT / "run.sh"), "test", "-k", "nothing"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,  # hang guard only
+    )
+    assert result.returncode == 1
+    assert "GB free on the disk holding" in result.stderr
+    assert "needs about 1000000000 GB" in result.stderr
+    assert "docker system prune" in result.stderr
+    assert result.stdout == ""  # nothing of the set-up ran
+    assert not venv.exists() and not (tmp_path / "run").exists()
