@@ -5,10 +5,10 @@ each row its own pages of a paged cache.
 
 `Qwen3ForCausalLM.decode` with `each_row_reads` False (one read length for the batch, the shortest
 of cache_attention.read_lengths holding the longest live row) and True
-(cache_attention.attend_each_row_cache, the CPU default: each row its own read length, rows
-without a token read nothing), in one jitted
-call of decoding.DECODE_STEPS greedy steps, as the sampler's decode call runs them, the cache
-donated as there. The paged cache (kv_cache.PagedKVCache, each row its own length) holds the same
+(cache_attention.attend_each_row_cache, the CPU default: rows sorted by length and read in small
+groups, each group the read length of its longest row; rows without a token read nothing), in
+one jitted call of decoding.DECODE_STEPS greedy steps, as the sampler's decode call runs them,
+the cache donated as there. The paged cache (kv_cache.PagedKVCache, each row its own length) holds the same
 keys and values in pages of 16 slots, each row's pages scattered over the pool in a random order.
 Random float32 weights and cache contents; row lengths drawn uniformly in each case's range (agent
 episodes at different turns hold thousands of slots more or less than each other). The three

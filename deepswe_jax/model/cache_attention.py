@@ -7,10 +7,10 @@ A step reads, per layer, only the first R slots of a row, R one of the static
 ``read_lengths(C)`` (all multiples of ``kv_cache.PAGE``), so its attention costs what the live
 rows hold rather than the whole cache:
 
-  * ``attend_each_row_cache`` (the CPU default): every row its own R, the shortest holding its
-    filled slots, in a device loop over the rows (rows that take no token read nothing). A
-    decode step at agent length is bound by these reads, and the rows' lengths differ by
-    thousands of slots (episodes at different turns);
+  * ``attend_each_row_cache`` (the CPU default): about every row its own R: the rows sorted by
+    length, in groups of a few neighbours, each group the shortest R holding its longest row
+    (rows that take no token read nothing). A decode step at agent length is bound by these
+    reads, and the rows' lengths differ by thousands of slots (episodes at different turns);
   * ``attend_layer_cache``: one R for the whole batch, the shortest holding every row with real
     tokens (one ``lax.switch`` branch per R), the rows read together (a few at a time on CPU);
     with ``rows``, the given rows one by one (a prompt extending a cached prefix).
@@ -30,6 +30,9 @@ from deepswe_jax.model.paged_kernel import attend_paged
 # layer's cache slots are copied before they are read. Reading a few rows at a time keeps that
 # copy in the CPU's caches (about 2x faster at 64 rows x 288 slots of the 100M model).
 CPU_READ_BYTES = 4 << 20
+# attend_each_row_cache's groups of rows of similar lengths (row_group_size).
+ROW_GROUPS = 8
+ROWS_PER_GROUP = 8
 
 
 def read_lengths(max_length: int, shortest: int = 32) -> tuple[int, ...]:
@@ -228,18 +231,76 @@ def attend_each_row_cache(
     reads: tuple[int, ...],
     live: jax.Array,
 ) -> jax.Array:
-    """``attend_cache_and_new`` of every cache row against its own filled slots only: row b reads
-    the shortest of ``reads`` that holds ``cache.lengths[b]``, and a row that is not ``live``
-    [b] bool reads nothing (its output is zeros). The rows run one after another in a device
-    loop, each picking its read length with a ``lax.switch``, so a step's attention reads what
-    the live rows hold rather than b times the longest. -> [b, t, h, d]."""
-    branches = [functools.partial(_attend_row, cache, layer, n) for n in reads]
-    branches.append(lambda row, q, new_k, new_v: jnp.zeros_like(q))
+    """``attend_cache_and_new`` of every cache row against its own filled slots only; a row that
+    is not ``live`` [b] bool reads nothing (its output is zeros).
 
-    def attend_row(inputs):
-        row, q, new_k, new_v, live = inputs
-        read = jnp.searchsorted(jnp.asarray(reads), cache.lengths[row])
-        return jax.lax.switch(jnp.where(live, read, len(reads)), branches, row, q, new_k, new_v)
+    The rows are sorted by filled slots and cut into groups of ``row_group_size(b)`` neighbours
+    in that order; a device loop runs the groups one after another, each reading the shortest of
+    ``reads`` that holds its longest row (a ``lax.switch``), a few of its rows at a time
+    (``CPU_READ_BYTES``). So a step reads about what the live rows hold, as a loop over single
+    rows does, in a few iterations per layer instead of one per row: each iteration costs tens
+    of microseconds of XLA:CPU's own work, which at 64 short rows was two thirds of the
+    attention's time. -> [b, t, h, d]."""
+    batch = q.shape[0]
+    size = row_group_size(batch)
+    lengths = jnp.where(live, cache.lengths, -1)
+    order = jnp.argsort(lengths)  # rows that read nothing first
+    branches = [functools.partial(_attend_group, cache, layer, n) for n in reads]
+    branches.append(lambda rows, q, new_k, new_v: jnp.zeros_like(q))
 
-    rows = jnp.arange(q.shape[0])
-    return jax.lax.map(attend_row, (rows, q, new_k, new_v, live))
+    def attend_group(rows):
+        longest = jnp.max(lengths[rows])  # -1: no row of the group takes a token
+        read = jnp.where(longest < 0, len(reads), jnp.searchsorted(jnp.asarray(reads), longest))
+        return jax.lax.switch(read, branches, rows, q[rows], new_k[rows], new_v[rows])
+
+    attended = jax.lax.map(attend_group, order.reshape(batch // size, size))
+    return jnp.zeros_like(q).at[order].set(attended.reshape(q.shape))
+
+
+def row_group_size(batch: int) -> int:
+    """Rows per group of ``attend_each_row_cache``: at least ``ROW_GROUPS`` groups (rows of very
+    different lengths share a group's read less often), at most ``ROWS_PER_GROUP`` rows each;
+    a divisor of ``batch``."""
+    size = max(1, min(ROWS_PER_GROUP, batch // ROW_GROUPS))
+    while batch % size:
+        size -= 1
+    return size
+
+
+def _attend_group(
+    cache: Cache,
+    layer: jax.Array,
+    read_length: int,
+    rows: jax.Array,
+    q: jax.Array,
+    new_k: jax.Array,
+    new_v: jax.Array,
+) -> jax.Array:
+    """``attend_cache_and_new`` of the new tokens of cache rows ``rows`` [n] (q [n, t, h, d],
+    new_k and new_v [n, t, k, d]) against their first ``read_length`` slots in layer ``layer``,
+    as many rows at a time as fit ``CPU_READ_BYTES`` (their keys, values and logits)."""
+    count, t, heads, _ = q.shape
+    kv_heads, head_dim = new_k.shape[2], new_k.shape[3]
+    itemsize = cache.values.dtype.itemsize
+    row_bytes = read_length * (2 * kv_heads * head_dim * itemsize + heads * t * 4)
+    chunk = count
+    while chunk > 1 and (count % chunk or chunk * row_bytes > CPU_READ_BYTES):
+        chunk -= 1
+
+    def attend(inputs):
+        rows, q, new_k, new_v = inputs
+        keys, values = cache.gather_rows(layer, rows, read_length)
+        return attend_cache_and_new(
+            q,
+            keys.astype(q.dtype),
+            values.astype(q.dtype),
+            cache.lengths[rows],
+            new_k,
+            new_v,
+            cache.keys_by_slot,
+        )
+
+    if chunk == count:
+        return attend((rows, q, new_k, new_v))
+    chunks = [x.reshape(count // chunk, chunk, *x.shape[1:]) for x in (rows, q, new_k, new_v)]
+    return jax.lax.map(attend, chunks).reshape(q.shape)

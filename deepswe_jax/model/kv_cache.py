@@ -4,7 +4,7 @@ cache_attention.py).
 Shapes: b = batch, t = new tokens per row, k = kv heads, d = head_dim, c = cache slots read,
 L = layers, C = slots per row, P = pages per layer, B = ``PAGE`` slots a page.
 
-Two caches, one interface (``read_rows``, ``with_new_tokens``, ``with_prompts``):
+Two caches, one interface (``read_rows``, ``gather_rows``, ``with_new_tokens``, ``with_prompts``):
 
   * ``KVCache`` (dense): every row owns ``C`` slots, keys [L, b, k, d, C] and values
     [L, b, k, C, d];
@@ -74,6 +74,11 @@ class KVCache:
         )
         return keys[0], values[0]
 
+    def gather_rows(self, layer: jax.Array, rows: jax.Array, length: int):
+        """``read_rows`` of the rows ``rows`` [n] int (any order): keys [n, k, d, c], values
+        [n, k, c, d]."""
+        return self.keys[layer, rows, :, :, :length], self.values[layer, rows, :, :length]
+
     def with_new_tokens(
         self, keys: jax.Array, values: jax.Array, rows: jax.Array | None, num_tokens: jax.Array
     ) -> KVCache:
@@ -139,9 +144,18 @@ class PagedKVCache:
 
     def read_rows(self, layer: jax.Array, first_row: jax.Array, count: int, length: int):
         """The rows' first length // PAGE pages, gathered: keys and values [count, k, c, d]."""
+        table = jax.lax.dynamic_slice(self.table, (first_row, 0), (count, length // PAGE))
+        return self._gather(layer, table)
+
+    def gather_rows(self, layer: jax.Array, rows: jax.Array, length: int):
+        """``read_rows`` of the rows ``rows`` [n] int (any order): keys and values [n, k, c, d]."""
+        return self._gather(layer, self.table[rows, : length // PAGE])
+
+    def _gather(self, layer: jax.Array, table: jax.Array):
+        """The pages ``table`` [count, n] of one layer: keys and values [count, k, n * PAGE, d]."""
         kv_heads, layers, pages, _, head_dim = self.keys.shape
-        rows = jax.lax.dynamic_slice(self.table, (first_row, 0), (count, length // PAGE))
-        index = layer * pages + rows  # [count, n] into the layers x pages axis
+        count, length = table.shape[0], table.shape[1] * PAGE
+        index = layer * pages + table  # [count, n] into the layers x pages axis
         shape = (kv_heads, layers * pages, PAGE * head_dim)  # a page's slots: one row to gather
 
         def gather(pool):  # [k, count, n, B * d] -> [count, k, c, d]

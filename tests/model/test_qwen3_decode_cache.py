@@ -96,19 +96,36 @@ def test_read_lengths_step_by_at_most_a_quarter_up_to_the_cache_length():
 
 
 @pytest.mark.parametrize(
-    "each_row, read_bytes",
-    [(False, cache_attention.CPU_READ_BYTES), (False, 1), (True, cache_attention.CPU_READ_BYTES)],
-    ids=["longest row, all rows at once", "longest row, row by row", "each row its own"],
+    "each_row, read_bytes, row_groups",
+    [
+        (False, cache_attention.CPU_READ_BYTES, 8),
+        (False, 1, 8),
+        (True, cache_attention.CPU_READ_BYTES, 8),
+        (True, cache_attention.CPU_READ_BYTES, 2),
+        (True, 1, 1),
+    ],
+    ids=[
+        "longest row, all rows at once",
+        "longest row, row by row",
+        "each row its own",
+        "each row, in 2 groups by length",
+        "each row, 1 group read row by row",
+    ],
 )
-def test_bounded_reads_equal_the_full_forward(random_model, monkeypatch, each_row, read_bytes):
+def test_bounded_reads_equal_the_full_forward(
+    random_model, monkeypatch, each_row, read_bytes, row_groups
+):
     """Steps read only the first R of 80 slots, R in (32, 48, 64, 80). Batch-wide, R is the
     shortest holding every row with real tokens: while the longest row (60 slots) pauses
     (num_tokens 0) the others read 48 slots, then 64 once a row passes 48 (a read one slot too
     short would hide a key), read whole or a row at a time (as on a CPU for large caches). Each
     row its own (`attend_each_row_cache`, the CPU default): row 1 (5 slots) reads 32, row 0 48
-    then 64 (it passes 48), the paused row nothing. Every live row's logits equal the full
-    forward's, and the paused row resumes unharmed."""
+    then 64 (it passes 48), the paused row nothing; in groups of rows sorted by length, a group
+    reads for its longest row (in 2 groups, row 1 reads with row 2 and row 0 with row 3, or with
+    the paused row, which reads nothing). Every live row's logits equal the full forward's, and
+    the paused row resumes unharmed."""
     monkeypatch.setattr(cache_attention, "CPU_READ_BYTES", read_bytes)
+    monkeypatch.setattr(cache_attention, "ROW_GROUPS", row_groups)
     step = nnx.jit(  # traced afresh
         lambda m, ids, c, n: m.decode(ids, c, num_tokens=n, each_row_reads=each_row)
     )
