@@ -23,7 +23,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from deepswe_jax.model.kv_cache import Cache
+from deepswe_jax.model.kv_cache import Cache, KVCache
 from deepswe_jax.model.paged_kernel import attend_paged
 
 # XLA:CPU gives a library matmul (YNNPACK) a materialized copy of any sliced operand, so a
@@ -234,27 +234,55 @@ def attend_each_row_cache(
     """``attend_cache_and_new`` of every cache row against its own filled slots only; a row that
     is not ``live`` [b] bool reads nothing (its output is zeros).
 
-    The rows are sorted by filled slots and cut into groups of ``row_group_size(b)`` neighbours
-    in that order; a device loop runs the groups one after another, each reading the shortest of
-    ``reads`` that holds its longest row (a ``lax.switch``), a few of its rows at a time
-    (``CPU_READ_BYTES``). So a step reads about what the live rows hold, as a loop over single
-    rows does, in a few iterations per layer instead of one per row: each iteration costs tens
-    of microseconds of XLA:CPU's own work, which at 64 short rows was two thirds of the
-    attention's time. -> [b, t, h, d]."""
+    In a dense cache the rows are sorted by filled slots and cut into groups of ``row_group_size(b)`` neighbours
+    in that order; a device loop runs the groups one after another. A group whose longest row
+    is short enough that several of its rows fit ``CPU_READ_BYTES`` reads them together, as far
+    as that row (the shortest of ``reads`` holding it, a ``lax.switch``); a longer one reads row
+    by row, each row its own length. So a step reads about what the live rows hold, in a few
+    device-loop iterations per layer where rows are short: each iteration costs tens of
+    microseconds of XLA:CPU's own work, which at 64 short rows was two thirds of the
+    attention's time, while long rows gain nothing from sharing a read but its waste.
+    -> [b, t, h, d]."""
     batch = q.shape[0]
-    size = row_group_size(batch)
-    lengths = jnp.where(live, cache.lengths, -1)
-    order = jnp.argsort(lengths)  # rows that read nothing first
-    branches = [functools.partial(_attend_group, cache, layer, n) for n in reads]
-    branches.append(lambda rows, q, new_k, new_v: jnp.zeros_like(q))
+    # A paged cache's rows are gathered page by page: reading several at once gained nothing
+    # (measured slower, bench/decode_reads.py), so they keep one row an iteration.
+    size = row_group_size(batch) if isinstance(cache, KVCache) else 1
+    lengths = jnp.where(live, cache.lengths, -1)  # -1: reads nothing
+    nothing = lambda rows, q, new_k, new_v: jnp.zeros_like(q)  # noqa: E731
+    row_branches = [functools.partial(_attend_row, cache, layer, n) for n in reads] + [nothing]
+
+    def row_by_row(rows, q, new_k, new_v):
+        def attend_row(inputs):
+            row = inputs[0]
+            read = jnp.where(lengths[row] < 0, len(reads), _read_index(reads, lengths[row]))
+            return jax.lax.switch(read, row_branches, *inputs)
+
+        return jax.lax.map(attend_row, (rows, q, new_k, new_v))
+
+    if size == 1:
+        return row_by_row(jnp.arange(batch), q, new_k, new_v)
+    # The reads at which a group's rows are read several at a time.
+    together = tuple(n for n in reads if _rows_per_read(q, new_k, cache, n, size) > 1)
+    group_branches = [functools.partial(_attend_group, cache, layer, n) for n in together]
+    group_branches += [nothing, row_by_row]
 
     def attend_group(rows):
-        longest = jnp.max(lengths[rows])  # -1: no row of the group takes a token
-        read = jnp.where(longest < 0, len(reads), jnp.searchsorted(jnp.asarray(reads), longest))
-        return jax.lax.switch(read, branches, rows, q[rows], new_k[rows], new_v[rows])
+        longest = jnp.max(lengths[rows])
+        # together's reads, then nothing (no row of the group takes a token), then row by row
+        read = jnp.where(longest < 0, len(together), len(together) + 1)
+        if together:
+            short = (longest >= 0) & (longest <= together[-1])
+            read = jnp.where(short, _read_index(together, longest), read)
+        return jax.lax.switch(read, group_branches, rows, q[rows], new_k[rows], new_v[rows])
 
+    order = jnp.argsort(lengths)  # rows that read nothing first
     attended = jax.lax.map(attend_group, order.reshape(batch // size, size))
     return jnp.zeros_like(q).at[order].set(attended.reshape(q.shape))
+
+
+def _read_index(reads: tuple[int, ...], length: jax.Array) -> jax.Array:
+    """Index of the shortest of ``reads`` holding ``length`` filled slots."""
+    return jnp.searchsorted(jnp.asarray(reads), length)
 
 
 def row_group_size(batch: int) -> int:
@@ -265,6 +293,21 @@ def row_group_size(batch: int) -> int:
     while batch % size:
         size -= 1
     return size
+
+
+def _rows_per_read(
+    q: jax.Array, new_k: jax.Array, cache: Cache, read_length: int, count: int
+) -> int:
+    """How many of ``count`` rows ``_attend_group`` reads at a time at ``read_length`` slots: the
+    most, dividing count, whose keys, values and logits fit ``CPU_READ_BYTES``."""
+    _, t, heads, _ = q.shape
+    kv_heads, head_dim = new_k.shape[2], new_k.shape[3]
+    itemsize = cache.values.dtype.itemsize
+    row_bytes = read_length * (2 * kv_heads * head_dim * itemsize + heads * t * 4)
+    chunk = count
+    while chunk > 1 and (count % chunk or chunk * row_bytes > CPU_READ_BYTES):
+        chunk -= 1
+    return chunk
 
 
 def _attend_group(
@@ -279,13 +322,8 @@ def _attend_group(
     """``attend_cache_and_new`` of the new tokens of cache rows ``rows`` [n] (q [n, t, h, d],
     new_k and new_v [n, t, k, d]) against their first ``read_length`` slots in layer ``layer``,
     as many rows at a time as fit ``CPU_READ_BYTES`` (their keys, values and logits)."""
-    count, t, heads, _ = q.shape
-    kv_heads, head_dim = new_k.shape[2], new_k.shape[3]
-    itemsize = cache.values.dtype.itemsize
-    row_bytes = read_length * (2 * kv_heads * head_dim * itemsize + heads * t * 4)
-    chunk = count
-    while chunk > 1 and (count % chunk or chunk * row_bytes > CPU_READ_BYTES):
-        chunk -= 1
+    count = q.shape[0]
+    chunk = _rows_per_read(q, new_k, cache, read_length, count)
 
     def attend(inputs):
         rows, q, new_k, new_v = inputs

@@ -102,6 +102,7 @@ def test_read_lengths_step_by_at_most_a_quarter_up_to_the_cache_length():
         (False, 1, 8),
         (True, cache_attention.CPU_READ_BYTES, 8),
         (True, cache_attention.CPU_READ_BYTES, 2),
+        (True, 2 * 48 * 272, 2),
         (True, 1, 1),
     ],
     ids=[
@@ -109,6 +110,7 @@ def test_read_lengths_step_by_at_most_a_quarter_up_to_the_cache_length():
         "longest row, row by row",
         "each row its own",
         "each row, in 2 groups by length",
+        "each row, 2 groups: the short one together, the long one row by row",
         "each row, 1 group read row by row",
     ],
 )
@@ -122,8 +124,10 @@ def test_bounded_reads_equal_the_full_forward(
     row its own (`attend_each_row_cache`, the CPU default): row 1 (5 slots) reads 32, row 0 48
     then 64 (it passes 48), the paused row nothing; in groups of rows sorted by length, a group
     reads for its longest row (in 2 groups, row 1 reads with row 2 and row 0 with row 3, or with
-    the paused row, which reads nothing). Every live row's logits equal the full forward's, and
-    the paused row resumes unharmed."""
+    the paused row, which reads nothing); a group whose rows do not fit CPU_READ_BYTES together
+    reads row by row (at 272 bytes a slot and 2 rows a group, 2 * 48 * 272 bytes read groups up
+    to 48 slots together). Every live row's logits equal the full forward's, and the paused row
+    resumes unharmed."""
     monkeypatch.setattr(cache_attention, "CPU_READ_BYTES", read_bytes)
     monkeypatch.setattr(cache_attention, "ROW_GROUPS", row_groups)
     step = nnx.jit(  # traced afresh
