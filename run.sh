@@ -36,9 +36,13 @@ esac
 # /tmp/torchinductor_root alone is 2). A disk that fills halfway fails with pip's "[Errno 28] No
 # space left on device" and a half-installed .venv; refuse before any of it, saying what to free.
 # DEEPSWE_NEED_FREE_GB sets the figure (GB).
+# The main virtualenv is installed for this setup.py when its stamp holds setup.py's sha256.
+VENV_STAMP="$VENV/.deepswe-installed"
+venv_wanted() { sha256sum setup.py | cut -d' ' -f1; }
+venv_is_current() { [ "$(cat "$VENV_STAMP" 2>/dev/null)" = "$(venv_wanted)" ]; }
 need_free_disk() {
   local need dir free_kb
-  if [ "$(cat "$VENV/.deepswe-installed" 2>/dev/null)" = "$(sha256sum setup.py | cut -d' ' -f1)" ]; then
+  if venv_is_current; then
     need=3  # installed: the tests' and the run's own files
   elif [ "$COMMAND" = test ]; then need=12; else need=8; fi
   need=${DEEPSWE_NEED_FREE_GB:-$need}
@@ -141,14 +145,12 @@ fi
 # ==== set-up: Python environment ===============================================================
 echo "== python environment ($VENV)"
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-stamp="$VENV/.deepswe-installed"
-wanted="$(sha256sum setup.py | cut -d' ' -f1)"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+if ! venv_is_current; then
   "$VENV/bin/pip" install -q -U pip
   # The CPU build of torch first, so the [dev] extra does not pull a CUDA build.
   "$VENV/bin/pip" install -q torch==2.13.0
   "$VENV/bin/pip" install -q -e ".[dev]"
-  echo "$wanted" >"$stamp"
+  venv_wanted >"$VENV_STAMP"
 fi
 
 # ==== set-up for the tests: the Docker base image ==============================================

@@ -73,8 +73,7 @@ def attend_cache(
         functools.partial(attend_layer_cache, cache=cache, layer=layer, read_length=n, rows=rows)
         for n in reads
     ]
-    read = jnp.searchsorted(jnp.asarray(reads), longest)
-    return jax.lax.switch(read, branches, q, new_k, new_v)
+    return jax.lax.switch(_read_index(reads, longest), branches, q, new_k, new_v)
 
 
 def attend_cache_and_new(
@@ -234,10 +233,10 @@ def attend_each_row_cache(
     """``attend_cache_and_new`` of every cache row against its own filled slots only; a row that
     is not ``live`` [b] bool reads nothing (its output is zeros).
 
-    In a dense cache the rows are sorted by filled slots and cut into groups of ``row_group_size(b)`` neighbours
-    in that order; a device loop runs the groups one after another. A group whose longest row
-    is short enough that several of its rows fit ``CPU_READ_BYTES`` reads them together, as far
-    as that row (the shortest of ``reads`` holding it, a ``lax.switch``); a longer one reads row
+    In a dense cache the rows are sorted by filled slots and cut into groups of
+    ``row_group_size(b)`` neighbours in that order; a device loop runs the groups one after
+    another. A group whose longest row is short enough that several of its rows fit
+    ``CPU_READ_BYTES`` reads them together, as far as that row (the shortest of ``reads`` holding it, a ``lax.switch``); a longer one reads row
     by row, each row its own length. So a step reads about what the live rows hold, in a few
     device-loop iterations per layer where rows are short: each iteration costs tens of
     microseconds of XLA:CPU's own work, which at 64 short rows was two thirds of the
