@@ -55,6 +55,8 @@ prompts' keys/values in the cache layouts, for the caller to place in its rows (
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from typing import Literal
 
 import jax
@@ -206,6 +208,22 @@ def _finish_layer(
     down = jnp.einsum("bsm,me->bse", hidden, p["down_proj"].astype(dtype))
     down = checkpoint_name(down, "mlp_down")
     return constrain(x + down, ("batch", "seq", "act_embed"))
+
+
+def unstack_layers(stacked: dict[str, jax.Array]) -> tuple[dict[str, jax.Array], ...]:
+    """The stacked layer parameters ({name: [L, ...]}) as one {name: array} per layer, for
+    ``Qwen3ForCausalLM.decode(layer_weights=)``."""
+    layers = len(next(iter(stacked.values())))
+    return tuple({name: w[i] for name, w in stacked.items()} for i in range(layers))
+
+
+def _in_layer(fn, index: jax.Array, p: dict, layer_weights: Sequence[dict] | None, *arrays):
+    """fn(weights, *arrays) with layer ``index``'s weights: the scan's slice ``p``, or
+    ``layer_weights[index]`` through a switch (each branch reads its layer's arrays in place)."""
+    if layer_weights is None:
+        return fn(p, *arrays)
+    branches = [functools.partial(fn, weights) for weights in layer_weights]
+    return jax.lax.switch(index, branches, *arrays)
 
 
 class Qwen3ForCausalLM(nnx.Module):
@@ -409,6 +427,7 @@ class Qwen3ForCausalLM(nnx.Module):
         rows: jax.Array | None = None,
         logits_at: jax.Array | None = None,
         each_row_reads: bool | None = None,
+        layer_weights: Sequence[dict[str, jax.Array]] | None = None,
     ) -> tuple[jax.Array, Cache]:
         """Run t new tokens per row against the cache (see the module docstring).
 
@@ -427,6 +446,12 @@ class Qwen3ForCausalLM(nnx.Module):
             a device loop over rows) instead of all rows reading as far as the longest one;
             default on CPU, where attention reads are the cost of a decode step. Only without
             ``rows``.
+          layer_weights: every layer's weights as arrays of their own (``unstack_layers``),
+            which each layer reads where they lie, picked by a ``lax.switch`` on the layer,
+            instead of the stacked parameters' slices: XLA:CPU copies a slice of a stacked
+            weight before a matmul reads it, which costs as much as the matmul at a few rows.
+            They must be arguments of the jitted program (slices taken inside it are copied
+            again); default the stacked parameters.
 
         Returns:
           logits [b, t, v] float32 ([b, 1, v] with ``logits_at``) and the updated cache.
@@ -439,22 +464,27 @@ class Qwen3ForCausalLM(nnx.Module):
             num_tokens = jnp.full((batch,), t, jnp.int32)
         config, dtype, cache_dtype = self.config, self.dtype, cache.keys.dtype
 
+        def project(p, x):
+            return _project_qkv(p, x, positions, config, dtype)
+
+        def finish(p, x, attended):
+            return _finish_layer(p, x, attended, config, dtype)
+
         def layer(x, layer_inputs):
             p, index = layer_inputs
-            q, k, v = _project_qkv(p, x, positions, config, dtype)
+            q, k, v = _in_layer(project, index, p, layer_weights, x)
             # Round through the cache dtype so this step sees what later steps will read.
             k, v = k.astype(cache_dtype), v.astype(cache_dtype)
             attended = attend_cache(
                 q, k.astype(dtype), v.astype(dtype), cache, index, num_tokens, rows, each_row_reads
             )
-            return _finish_layer(p, x, attended, config, dtype), (k, v)
+            return _in_layer(finish, index, p, layer_weights, x, attended), (k, v)
 
         # The scan only reads the cache; the new keys/values [L, b, t, k, d] are written once
         # afterwards, in place when the caller donates the cache.
         layers = jnp.arange(config.num_hidden_layers)
-        x, (new_keys, new_values) = jax.lax.scan(
-            layer, self._embed(input_ids), (self.layers.stacked_params(), layers)
-        )
+        stacked = self.layers.stacked_params() if layer_weights is None else {}
+        x, (new_keys, new_values) = jax.lax.scan(layer, self._embed(input_ids), (stacked, layers))
         if logits_at is not None:
             x = x[jnp.arange(batch), logits_at][:, None]  # [b, 1, e]
         hidden = rms_norm(x, self.norm[...], config.rms_norm_eps, dtype)

@@ -1,8 +1,9 @@
 """The JAX sampler's device kernels: token sampling and the prefill, extend, copy and decode steps.
 
-Pure functions of (graphdef, state, cache, ...); `SamplerPrograms.build` jits them (once per
+Pure functions of (layout, weights, cache, ...); `SamplerPrograms.build` jits them (once per
 shape) for `JaxSampler` (jax_sampler.py), which runs them from its scheduling thread. Weights
-are arguments, never closed-over constants, so swapping them does not recompile.
+are arguments, never closed-over constants, so swapping them does not recompile; the layout
+(weights.py) says how they are held.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
-from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from deepswe_jax.model.kv_cache import Cache, KVCache
+from deepswe_jax.sampling.weights import WeightLayout, Weights
 
 # Decode steps per device call: one host round trip per DECODE_STEPS tokens (the per-step round
 # trip dominated small-model decoding). Queued requests join between calls.
@@ -96,8 +97,8 @@ def sample_next_tokens(
 
 
 def prefill_step(
-    graphdef: nnx.GraphDef,
-    state: nnx.State,
+    layout: WeightLayout,
+    weights: Weights,
     cache: Cache,
     prompt_ids: jax.Array,
     prompt_lengths: jax.Array,
@@ -113,7 +114,7 @@ def prefill_step(
     into slots 0..t-1 of the given rows, and samples each prompt's first new token. Returns
     (cache, tokens [n], logprobs [n]).
     """
-    model = nnx.merge(graphdef, state)
+    model, _ = layout.model(weights)
     last_logits, keys, values = model.prefill(prompt_ids, prompt_lengths, cache.keys.dtype)
     cache = cache.with_prompts(keys, values, rows, prompt_lengths)
     tokens, logprobs = sample_first_tokens(last_logits, temperature, top_p, top_k, seeds)
@@ -134,8 +135,8 @@ def sample_first_tokens(
 
 
 def extend_step(
-    graphdef: nnx.GraphDef,
-    state: nnx.State,
+    layout: WeightLayout,
+    weights: Weights,
     cache: Cache,
     suffix_ids: jax.Array,
     suffix_lengths: jax.Array,
@@ -153,14 +154,19 @@ def extend_step(
     cached slots. Returns (cache, logits [n, v] float32 at each prompt's last token; zeros past
     `count`).
     """
-    model = nnx.merge(graphdef, state)
+    model, layer_weights = layout.model(weights)
 
     def extend_row(i, carry):
         cache, logits = carry
         row, length = rows[i][None], suffix_lengths[i][None]
         cache = dataclasses.replace(cache, lengths=cache.lengths.at[row].set(starts[i]))
         row_logits, cache = model.decode(
-            suffix_ids[i][None], cache, num_tokens=length, rows=row, logits_at=length - 1
+            suffix_ids[i][None],
+            cache,
+            num_tokens=length,
+            rows=row,
+            logits_at=length - 1,
+            layer_weights=layer_weights,
         )
         return cache, logits.at[i].set(row_logits[0, 0])
 
@@ -193,8 +199,8 @@ def copy_prefixes(
 
 
 def decode_step(
-    graphdef: nnx.GraphDef,
-    state: nnx.State,
+    layout: WeightLayout,
+    weights: Weights,
     cache: Cache,
     tokens: jax.Array,
     active: jax.Array,
@@ -216,11 +222,16 @@ def decode_step(
     tokens the row's request generated before the call). Returns (cache, tokens [k, b],
     logprobs [k, b]).
     """
-    model = nnx.merge(graphdef, state)
+    model, layer_weights = layout.model(weights)
 
     def step(carry, index):
         cache, tokens, live = carry
-        logits, cache = model.decode(tokens[:, None], cache, num_tokens=live.astype(jnp.int32))
+        logits, cache = model.decode(
+            tokens[:, None],
+            cache,
+            num_tokens=live.astype(jnp.int32),
+            layer_weights=layer_weights,
+        )
         keys = row_keys(seeds, positions + index)
         next_tokens, logprobs = sample_next_tokens(logits[:, 0], keys, temperature, top_p, top_k)
         stopped = jnp.any(next_tokens[:, None] == stop_ids, axis=-1)
@@ -246,17 +257,17 @@ class SamplerPrograms:
     decode: Callable
 
     @classmethod
-    def build(cls, graphdef: nnx.GraphDef, cache_shardings: Cache, mesh: Mesh) -> SamplerPrograms:
+    def build(cls, layout: WeightLayout, cache_shardings: Cache, mesh: Mesh) -> SamplerPrograms:
         replicated = NamedSharding(mesh, PartitionSpec())
         step_out = (cache_shardings, replicated, replicated)
         return cls(
             prefill=jax.jit(
-                functools.partial(prefill_step, graphdef),
+                functools.partial(prefill_step, layout),
                 donate_argnums=(1,),
                 out_shardings=step_out,
             ),
             extend=jax.jit(
-                functools.partial(extend_step, graphdef),
+                functools.partial(extend_step, layout),
                 donate_argnums=(1,),
                 out_shardings=(cache_shardings, replicated),
             ),
@@ -268,7 +279,7 @@ class SamplerPrograms:
             ),
             sample=jax.jit(sample_first_tokens, out_shardings=(replicated, replicated)),
             decode=jax.jit(
-                functools.partial(decode_step, graphdef),
+                functools.partial(decode_step, layout),
                 donate_argnums=(1,),
                 out_shardings=step_out,
             ),

@@ -78,6 +78,7 @@ from deepswe_jax.sampling.sequences import (
     powers_of_two_up_to,
 )
 from deepswe_jax.sampling.slots import Slots
+from deepswe_jax.sampling.weights import WeightLayout, Weights
 
 # Longest suffix an extend computes per row in one call (longer ones take several): bounds the
 # extend programs to the powers of two from `min_prefill_len` up to it.
@@ -113,6 +114,9 @@ class JaxSampler:
         pages into a dense copy (cache_attention.py; on CPU each row its own length), "pallas"
         reads them where they lie in one kernel (model/paged_kernel.py; for GPUs, where the
         gathered copy of many long rows does not fit; interpret mode on CPU).
+      per_layer_weights: hold each decoder layer's weights as arrays of their own, which decode
+        and extend steps read in place, instead of stacked (weights.py: XLA:CPU copies a stacked
+        layer's slice before every matmul). Default: on when the mesh's devices are CPUs.
     """
 
     syncs_global_arrays = False  # sync_weights reads every param whole on this process
@@ -132,6 +136,7 @@ class JaxSampler:
         prefix_caching: bool = True,
         paged: bool = False,
         paged_attention: str = "xla",
+        per_layer_weights: bool | None = None,
     ):
         if max_batch < 1 or max_cache_len < 2:
             raise ValueError(
@@ -160,9 +165,13 @@ class JaxSampler:
         graphdef, state = nnx.split(model)
         self._state_shardings = state_shardings(state, self._mesh, self._rules)
         self._state_leaves, self._state_treedef = jax.tree.flatten(state)
-        self._state = jax.device_put(state, self._state_shardings, may_alias=False)
+        if per_layer_weights is None:
+            per_layer_weights = self._mesh.devices.flat[0].platform == "cpu"
+        self._layout = WeightLayout.of(graphdef, state, per_layer_weights)
+        self._weight_shardings = self._layout.shardings(self._state_shardings)
+        self._weights = self._place(state)
 
-        self._programs = SamplerPrograms.build(graphdef, cache_shardings, self._mesh)
+        self._programs = SamplerPrograms.build(self._layout, cache_shardings, self._mesh)
         if paged:
             self._table_sharding = cache_shardings.table
             self._table_version = -1
@@ -246,12 +255,15 @@ class JaxSampler:
                     f"sync_weights: {path} has shape {new.shape}, the sampler expects {old.shape}"
                 )
             cast.append(new.astype(old.dtype) if new.dtype != old.dtype else new)
-        new_state = jax.device_put(
-            jax.tree.unflatten(self._state_treedef, cast), self._state_shardings, may_alias=False
-        )
+        new_weights = self._place(jax.tree.unflatten(self._state_treedef, cast))
         with self._weights_lock:
-            self._state = new_state
+            self._weights = new_weights
             self._prefixes.invalidate()  # cached keys/values came from the old weights
+
+    def _place(self, state: nnx.State) -> Weights:
+        """A copy of `state` on the sampler's shardings, in its layout (weights.py)."""
+        state = jax.device_put(state, self._state_shardings, may_alias=False)
+        return jax.device_put(self._layout.split(state), self._weight_shardings)
 
     def sleep(self) -> None:
         """A no-op: the KV cache and weights stay allocated (the trainer and JaxSampler share
@@ -343,7 +355,7 @@ class JaxSampler:
             self.max_batch,
         )  # out-of-range rows: dropped
         self._cache, tokens, logprobs = self._programs.prefill(
-            self._state,
+            self._weights,
             self._cache,
             prompt_ids,
             prompt_lengths,
@@ -368,7 +380,7 @@ class JaxSampler:
                 0,
             )
             self._cache, logits = self._programs.extend(
-                self._state,
+                self._weights,
                 self._cache,
                 suffix_ids,
                 suffix_lengths,
@@ -415,7 +427,7 @@ class JaxSampler:
         active = np.zeros(self.max_batch, bool)
         active[rows] = True
         self._cache, tokens, logprobs = self._programs.decode(
-            self._state,
+            self._weights,
             self._cache,
             self._slots.next_tokens,
             active,

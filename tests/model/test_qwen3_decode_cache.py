@@ -13,6 +13,7 @@ import pytest
 from flax import nnx
 
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM, cache_attention
+from deepswe_jax.model.qwen3 import unstack_layers
 
 TINY = Qwen3Config(
     vocab_size=128,
@@ -171,6 +172,59 @@ def test_decode_step_updates_a_donated_cache_in_place():
     cache = jax.eval_shape(lambda: model.init_cache(batch_size=4, max_length=512))
     ids = jax.ShapeDtypeStruct((4, 1), jnp.int32)
     compiled = jax.jit(step, donate_argnums=1).lower(state, cache, ids).compile()
+    memory = compiled.memory_analysis()
+    cache_bytes = cache.keys.size * cache.keys.dtype.itemsize * 2
+    assert memory.alias_size_in_bytes >= cache_bytes
+    assert memory.temp_size_in_bytes < cache_bytes / 4
+
+
+def test_per_layer_weights_decode_as_the_stacked_ones_with_the_cache_in_place():
+    """`decode(layer_weights=)` (the CPU sampler's layout: each layer's weights arrays of their
+    own, picked by a switch on the layer) gives the stacked scan's logits, for a step of every row
+    and for prompts continuing a subset of rows (the extend), and its compiled step still writes
+    the donated cache in place. Three layers, so a switch picking the wrong layer would show."""
+    config = dataclasses.replace(TINY, num_hidden_layers=3)
+    model = Qwen3ForCausalLM(config, rngs=nnx.Rngs(3))
+    graphdef, state = nnx.split(model)
+    layer_weights = unstack_layers(model.layers.stacked_params())
+
+    def step(state, layer_weights, cache, ids, num_tokens, rows=None, logits_at=None):
+        return nnx.merge(graphdef, state).decode(
+            ids, cache, num_tokens=num_tokens, rows=rows, logits_at=logits_at,
+            layer_weights=layer_weights,
+        )  # fmt: skip
+
+    step = jax.jit(step)
+    sequences = np.random.default_rng(8).integers(0, 128, (3, 20))
+    full = np.asarray(nnx.jit(lambda m, ids: m(ids))(model, jnp.asarray(sequences)))
+    lengths = np.array([9, 4, 12])
+    prompts = jnp.asarray(np.where(np.arange(12) < lengths[:, None], sequences[:, :12], 0))
+    results = {}
+    for name, weights in (("stacked", None), ("per layer", layer_weights)):
+        cache = model.init_cache(batch_size=3, max_length=32)
+        _, cache = step(state, weights, cache, prompts, jnp.asarray(lengths))
+        ids = jnp.asarray(sequences[np.arange(3), lengths][:, None])
+        decoded, cache = step(state, weights, cache, ids, jnp.ones(3, jnp.int32))
+        # rows 2 and 0 (at 13 and 10 slots) continue 4 and 2 tokens
+        suffix = jnp.asarray(np.stack([sequences[2, 13:17], sequences[0, [10, 11, 0, 0]]]))
+        extended, cache = step(
+            state, weights, cache, suffix, jnp.array([4, 2]), jnp.array([2, 0]), jnp.array([3, 1])
+        )
+        results[name] = (np.asarray(decoded[:, 0]), np.asarray(extended[:, 0]))
+    for decoded, extended in results.values():
+        np.testing.assert_allclose(decoded, full[np.arange(3), lengths], atol=1e-5, rtol=0)
+        np.testing.assert_allclose(extended, full[[2, 0], [16, 11]], atol=1e-5, rtol=0)
+    for stacked, per_layer in zip(results["stacked"], results["per layer"], strict=True):
+        np.testing.assert_allclose(per_layer, stacked, atol=1e-6, rtol=0)
+
+    cache = jax.eval_shape(lambda: model.init_cache(batch_size=4, max_length=512))
+    ids = jax.ShapeDtypeStruct((4, 1), jnp.int32)
+    num_tokens = jax.ShapeDtypeStruct((4,), jnp.int32)
+    compiled = (
+        jax.jit(step.__wrapped__, donate_argnums=2)
+        .lower(state, layer_weights, cache, ids, num_tokens)
+        .compile()
+    )
     memory = compiled.memory_analysis()
     cache_bytes = cache.keys.size * cache.keys.dtype.itemsize * 2
     assert memory.alias_size_in_bytes >= cache_bytes

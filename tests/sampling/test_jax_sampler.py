@@ -247,3 +247,41 @@ def test_a_seeded_request_samples_the_same_tokens_alone_or_beside_others(model):
     assert beside.token_ids == alone.token_ids == again.token_ids
     np.testing.assert_allclose(beside.logprobs, alone.logprobs, atol=1e-5)
     assert other_seed.token_ids != alone.token_ids
+
+
+def test_per_layer_weights_sample_what_stacked_weights_sample_and_are_held_once(model):
+    """The CPU layout (`per_layer_weights`, sampling/weights.py: each layer's weights arrays of
+    their own) against the stacked one: the same greedy and seeded tokens and logprobs through
+    prefills, extends of cached prompts and decode steps, before and after `sync_weights`; and the
+    per-layer arrays replace the stacked ones (each weight is held once)."""
+    requests = requests_of(SHAPES) + [
+        dataclasses.replace(r, params=dataclasses.replace(r.params, seed=3))
+        for r in requests_of([(14, 8)], temperature=1.0)
+    ]
+    outputs, held = {}, {}
+    for per_layer in (False, True):
+        sampler = JaxSampler(
+            model, max_batch=2, max_cache_len=MAX_CACHE_LEN, min_prefill_len=16,
+            per_layer_weights=per_layer,
+        )  # fmt: skip
+        try:
+            first = asyncio.run(sampler.generate(requests))
+            # The next turns (prompt + completion + 2 tokens), the last cached first: extends.
+            continued = [
+                dataclasses.replace(r, prompt_ids=r.prompt_ids + c.token_ids + (5, 6))
+                for r, c in zip(requests[::-1], first[::-1], strict=True)
+                if len(r.prompt_ids) + len(c.token_ids) + 2 <= MAX_CACHE_LEN - 4
+            ]
+            second = asyncio.run(sampler.generate(continued))
+            sampler.sync_weights(make_model(1))
+            third = asyncio.run(sampler.generate(requests))
+            assert sampler.prefill_counts.reused_tokens > 0
+            held[per_layer] = sum(x.nbytes for x in jax.tree.leaves(sampler._weights))
+        finally:
+            sampler.close()
+        outputs[per_layer] = first + second + third
+    for stacked, per_layer in zip(outputs[False], outputs[True], strict=True):
+        assert per_layer.token_ids == stacked.token_ids
+        np.testing.assert_allclose(per_layer.logprobs, stacked.logprobs, atol=1e-5)
+    params = sum(x.nbytes for x in jax.tree.leaves(nnx.state(model)))
+    assert held == {False: params, True: params}

@@ -1,0 +1,95 @@
+"""The sampler's copy of the policy's weights, laid out for its programs (decoding.py).
+
+The model stacks every decoder layer's parameter along a leading [layers] axis and its layer
+scan slices one layer out per iteration. XLA:CPU copies such a slice before a matmul reads it,
+so a decode step moved each weight three times (read, write, read again): at 8 rows of the
+~100M model those copies took as long as the matmuls themselves. With ``per_layer`` the sampler
+holds each layer's parameters as arrays of their own instead, which
+``Qwen3ForCausalLM.decode(layer_weights=)`` reads in place (a ``lax.switch`` over the layers),
+and the stacked parameters are rebuilt inside a program only where one needs them (the prefill's
+full forward; XLA drops the unused stack from the decode and extend programs). The weights are
+held once either way. Off by default on GPUs, where a slice feeds the matmul as it is and a
+switch per layer would only add launches.
+
+Weights travel as ``(leaves, layers)``: the model state's leaves with ``None`` where a stacked
+layer parameter was, and a tuple of one {name: array} per layer (``layers`` None when stacked).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
+
+from deepswe_jax.model.qwen3 import Qwen3ForCausalLM
+
+Weights = tuple[list[Any], tuple[dict[str, jax.Array], ...] | None]
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightLayout:
+    """The model's graph, and where its state's leaves go: ``layer_leaves`` maps each stacked
+    decoder-layer parameter's leaf index to its name (empty: everything stays stacked)."""
+
+    graphdef: nnx.GraphDef
+    treedef: Any
+    layer_leaves: dict[int, str]
+    num_layers: int
+
+    @classmethod
+    def of(cls, graphdef: nnx.GraphDef, state: nnx.State, per_layer: bool) -> WeightLayout:
+        paths = [path for path, _ in jax.tree_util.tree_leaves_with_path(state)]
+        layer_leaves = {}
+        if per_layer:
+            for index, path in enumerate(paths):
+                keys = [getattr(key, "key", None) for key in path]
+                if keys[0] == "layers":
+                    layer_leaves[index] = keys[1]
+        num_layers = len(jax.tree.leaves(state["layers"])[0])
+        return cls(graphdef, jax.tree.structure(state), layer_leaves, num_layers)
+
+    @property
+    def per_layer(self) -> bool:
+        return bool(self.layer_leaves)
+
+    def split(self, state: nnx.State) -> Weights:
+        """The state's arrays in this layout (the per-layer arrays are new slices)."""
+        leaves = jax.tree.leaves(state)
+        if not self.per_layer:
+            return leaves, None
+        layers = tuple(
+            {name: leaves[index][layer] for index, name in self.layer_leaves.items()}
+            for layer in range(self.num_layers)
+        )
+        kept = [None if index in self.layer_leaves else leaf for index, leaf in enumerate(leaves)]
+        return kept, layers
+
+    def shardings(self, state_shardings: Any) -> Any:
+        """The state's NamedShardings in this layout: a layer's array drops the [layers] axis."""
+        leaves = jax.tree.leaves(state_shardings)
+        if not self.per_layer:
+            return leaves, None
+        layer = {
+            name: NamedSharding(leaves[index].mesh, PartitionSpec(*leaves[index].spec[1:]))
+            for index, name in self.layer_leaves.items()
+        }
+        kept = [None if index in self.layer_leaves else leaf for index, leaf in enumerate(leaves)]
+        return kept, tuple(dict(layer) for _ in range(self.num_layers))
+
+    def model(
+        self, weights: Weights
+    ) -> tuple[Qwen3ForCausalLM, tuple[dict[str, jax.Array], ...] | None]:
+        """Inside a program: the model, and the per-layer weights for ``decode(layer_weights=)``
+        (None when stacked). Its stacked layer parameters are rebuilt from the per-layer ones;
+        a program that does not read them does not compute them."""
+        leaves, layers = weights
+        if layers is not None:
+            leaves = list(leaves)
+            for index, name in self.layer_leaves.items():
+                leaves[index] = jnp.stack([layer[name] for layer in layers])
+        state = jax.tree.unflatten(self.treedef, leaves)
+        return nnx.merge(self.graphdef, state), layers
