@@ -1,7 +1,7 @@
 """Agent-shaped rollouts: JaxSampler (dense or paged cache, prefix reuse on or off) against vLLM.
 
   JAX_PLATFORMS=cpu python -m bench.agent_rollouts [--models tiny 100M] [--tasks 4 --rollouts 8]
-      [--samplers jax jax_paged jax_no_reuse vllm] [--pool 0.25]
+      [--samplers jax jax_paged jax_no_reuse jax_stacked vllm] [--pool 0.25]
 
 A synthetic workload shaped like DeepSWE's, scaled to 2 cores: `tasks` x `rollouts` episodes run
 concurrently (asyncio, as the agent loop runs them); a task's rollouts share its prompt of
@@ -17,7 +17,9 @@ workload's unique prompt tokens (the positions no earlier request computed, in p
 at least one per request, whose logits start the reply), the KV cache the sampler allocates and
 the most of it its rows held at once (paged: pages held; the others hold what they allocate),
 requests preempted for want of pages, and 'same tokens': the fraction of replies equal to the
-first sampler's. `jax_paged` runs on a pool of `pool` x the dense cache's tokens.
+first sampler's. `jax_paged` runs on a pool of `pool` x the dense cache's tokens; `jax_stacked`
+holds the decoder layers' weights stacked, as on GPUs, instead of one array per layer (the CPU
+default, sampling/weights.py).
 """
 
 from __future__ import annotations
@@ -138,6 +140,7 @@ def run_model(
                 prefix_caching=kind != "jax_no_reuse",
                 min_prefill_len=64,
                 paged=paged,
+                per_layer_weights=kind != "jax_stacked",
                 max_cache_tokens=int(pool * episodes * max_len) if paged else None,
             )
             _, cache_bytes = memory_per_device(
@@ -183,7 +186,7 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["tiny"], choices=list(MODELS))
     parser.add_argument(
         "--samplers", nargs="+", default=["jax", "jax_paged", "jax_no_reuse", "vllm"],
-        choices=["jax", "jax_paged", "jax_no_reuse", "vllm"],
+        choices=["jax", "jax_paged", "jax_no_reuse", "jax_stacked", "vllm"],
     )  # fmt: skip
     parser.add_argument(
         "--pool", type=float, default=1.0,

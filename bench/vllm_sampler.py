@@ -52,7 +52,7 @@ def _timed(sampler, requests) -> tuple[float, np.ndarray]:
     return time.perf_counter() - start, np.array([c.token_ids for c in completions])
 
 
-def run_model(name: str, batches: list[int], new_tokens: int, repeats: int) -> None:
+def run_model(name: str, batches: list[int], new_tokens: int, repeats: int, stacked: bool) -> None:
     config = dataclasses.replace(
         Qwen3Config.from_hf_dict(tiny.get_config().model.to_dict()), **MODELS[name]
     )
@@ -72,29 +72,40 @@ def run_model(name: str, batches: list[int], new_tokens: int, repeats: int) -> N
     )
     print(
         f"{'batch':>5}{'JaxSampler tok/s':>18}{'vLLM tok/s':>12}{'JAX/vLLM':>10}{'same tokens':>13}"
+        + (f"{'stacked tok/s':>15}{'same':>6}" if stacked else "")
     )
     params = SamplingParams(temperature=0.0, max_new_tokens=new_tokens)
     for batch in batches:
         prompts = np.random.default_rng(batch).integers(0, config.vocab_size, (batch, PROMPT_LEN))
         requests = [GenerateRequest(tuple(int(t) for t in row), params) for row in prompts]
-        jax_sampler = JaxSampler(model, max_batch=batch, max_cache_len=max_len)
-        _timed(jax_sampler, requests)
-        _timed(vllm_sampler, requests)
-        jax_times, vllm_times = [], []
-        for _ in range(repeats):
-            seconds, jax_tokens = _timed(jax_sampler, requests)
-            jax_times.append(seconds)
-            seconds, vllm_tokens = _timed(vllm_sampler, requests)
-            vllm_times.append(seconds)
-        jax_sampler.close()
-        generated = batch * new_tokens
-        jax_rate = generated / statistics.median(jax_times)
-        vllm_rate = generated / statistics.median(vllm_times)
+        samplers = {
+            "jax": JaxSampler(model, max_batch=batch, max_cache_len=max_len),
+            "vllm": vllm_sampler,
+        }
+        if stacked:  # the weights' layout on GPUs (sampling/weights.py), for comparison
+            samplers["stacked"] = JaxSampler(
+                model, max_batch=batch, max_cache_len=max_len, per_layer_weights=False
+            )
+        times, tokens = {kind: [] for kind in samplers}, {}
+        for repeat in range(repeats + 1):  # the first round compiles
+            for kind, sampler in samplers.items():
+                seconds, tokens[kind] = _timed(sampler, requests)
+                if repeat:
+                    times[kind].append(seconds)
+        samplers["jax"].close()
+        rate = {kind: batch * new_tokens / statistics.median(t) for kind, t in times.items()}
         print(
-            f"{batch:>5}{jax_rate:>18.0f}{vllm_rate:>12.0f}{jax_rate / vllm_rate:>9.2f}x"
-            f"{_agreement(jax_tokens, vllm_tokens):>13.2f}",
+            f"{batch:>5}{rate['jax']:>18.0f}{rate['vllm']:>12.0f}{rate['jax'] / rate['vllm']:>9.2f}x"
+            f"{_agreement(tokens['jax'], tokens['vllm']):>13.2f}"
+            + (
+                f"{rate['stacked']:>15.0f}{_agreement(tokens['stacked'], tokens['jax']):>6.2f}"
+                if stacked
+                else ""
+            ),
             flush=True,
         )
+        if stacked:
+            samplers["stacked"].close()
     vllm_sampler.close()
 
 
@@ -104,6 +115,10 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[16, 64])
     parser.add_argument("--new_tokens", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--stacked", action="store_true",
+        help="also time a JaxSampler holding the layers' weights stacked (per_layer_weights=False)",
+    )  # fmt: skip
     args = parser.parse_args()
     import vllm
 
@@ -113,7 +128,7 @@ def main() -> None:
         f"{args.repeats}; jax {jax.__version__}, vLLM {vllm.__version__}"
     )
     for name in args.models:
-        run_model(name, args.batches, args.new_tokens, args.repeats)
+        run_model(name, args.batches, args.new_tokens, args.repeats, args.stacked)
 
 
 if __name__ == "__main__":
