@@ -78,7 +78,7 @@ from deepswe_jax.sampling.sequences import (
     powers_of_two_up_to,
 )
 from deepswe_jax.sampling.slots import Slots
-from deepswe_jax.sampling.weights import WeightLayout, Weights
+from deepswe_jax.sampling.weights import WeightLayout, Weights, per_layer_by_default
 
 # Longest suffix an extend computes per row in one call (longer ones take several): bounds the
 # extend programs to the powers of two from `min_prefill_len` up to it.
@@ -116,7 +116,8 @@ class JaxSampler:
         gathered copy of many long rows does not fit; interpret mode on CPU).
       per_layer_weights: hold each decoder layer's weights as arrays of their own, which decode
         and extend steps read in place, instead of stacked (weights.py: XLA:CPU copies a stacked
-        layer's slice before every matmul). Default: on when the mesh's devices are CPUs.
+        layer's slice before every matmul). Default: on when the mesh's devices are CPUs and
+        a layer's weights reach `weights.PER_LAYER_MIN_BYTES`.
     """
 
     syncs_global_arrays = False  # sync_weights reads every param whole on this process
@@ -166,7 +167,8 @@ class JaxSampler:
         self._state_shardings = state_shardings(state, self._mesh, self._rules)
         self._state_leaves, self._state_treedef = jax.tree.flatten(state)
         if per_layer_weights is None:
-            per_layer_weights = self._mesh.devices.flat[0].platform == "cpu"
+            platform = self._mesh.devices.flat[0].platform
+            per_layer_weights = per_layer_by_default(state, platform)
         self._layout = WeightLayout.of(graphdef, state, per_layer_weights)
         self._weight_shardings = self._layout.shardings(self._state_shardings)
         self._weights = self._place(state)

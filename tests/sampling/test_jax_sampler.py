@@ -19,6 +19,7 @@ from deepswe_jax.sampling import (
     sample_next_tokens,
 )
 from deepswe_jax.sampling.decoding import first_argmax
+from deepswe_jax.sampling.weights import per_layer_by_default
 
 CONFIG = Qwen3Config(
     vocab_size=101,
@@ -285,3 +286,17 @@ def test_per_layer_weights_sample_what_stacked_weights_sample_and_are_held_once(
         np.testing.assert_allclose(per_layer.logprobs, stacked.logprobs, atol=1e-5)
     params = sum(x.nbytes for x in jax.tree.leaves(nnx.state(model)))
     assert held == {False: params, True: params}
+
+
+def test_layers_are_held_one_array_each_by_default_on_cpus_when_they_are_large():
+    """The default layout: per layer on CPUs for layers of 4 MiB or more (a ~100M model's 25
+    MiB: faster), stacked for small layers (this file's model: the switch costs more than the
+    copies) and on GPUs."""
+    large = dataclasses.replace(CONFIG, hidden_size=512, intermediate_size=1024)
+    abstract = {
+        name: nnx.state(nnx.eval_shape(lambda c=c: Qwen3ForCausalLM(c, rngs=nnx.Rngs(0))))
+        for name, c in (("small", CONFIG), ("large", large))
+    }
+    assert per_layer_by_default(abstract["large"], "cpu")
+    assert not per_layer_by_default(abstract["small"], "cpu")
+    assert not per_layer_by_default(abstract["large"], "gpu")
