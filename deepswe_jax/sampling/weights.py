@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
-from deepswe_jax.model.qwen3 import Qwen3ForCausalLM
+from deepswe_jax.model.qwen3 import LAYER_PARAM_AXES, Qwen3ForCausalLM
 
 Weights = tuple[list[Any], tuple[dict[str, jax.Array], ...] | None]
 
@@ -38,10 +38,17 @@ PER_LAYER_MIN_BYTES = 4 << 20
 
 def per_layer_by_default(state: nnx.State, platform: str) -> bool:
     """Whether a sampler on ``platform`` holds ``state``'s layers one array per layer: on CPUs,
-    for layers of at least ``PER_LAYER_MIN_BYTES``."""
+    for plain layers (``extra_layer_params``) of at least ``PER_LAYER_MIN_BYTES``."""
     layers = jax.tree.leaves(state["layers"])
     layer_bytes = sum(leaf.size * leaf.dtype.itemsize for leaf in layers) // len(layers[0])
-    return platform == "cpu" and layer_bytes >= PER_LAYER_MIN_BYTES
+    plain = not extra_layer_params(state)
+    return platform == "cpu" and plain and layer_bytes >= PER_LAYER_MIN_BYTES
+
+
+def extra_layer_params(state: nnx.State) -> set[str]:
+    """Layer parameters other than Qwen3's own (e.g. LoRA adapters, which only the stacked
+    layers' code merges into their kernels; model/lora.py)."""
+    return set(state["layers"].keys()) - set(LAYER_PARAM_AXES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +63,13 @@ class WeightLayout:
 
     @classmethod
     def of(cls, graphdef: nnx.GraphDef, state: nnx.State, per_layer: bool) -> WeightLayout:
+        extra = extra_layer_params(state)
+        if per_layer and extra:
+            raise ValueError(
+                f"per_layer_weights needs plain Qwen3 layers; these also hold {sorted(extra)} "
+                "(LoRA adapters?): merge them first (model.lora.merge_lora) or pass "
+                "per_layer_weights=False"
+            )
         paths = [path for path, _ in jax.tree_util.tree_leaves_with_path(state)]
         layer_leaves = {}
         if per_layer:

@@ -10,6 +10,7 @@ import pytest
 from flax import nnx
 
 from deepswe_jax.model import Qwen3Config, Qwen3ForCausalLM
+from deepswe_jax.model.lora import LoRAConfig, apply_lora, merge_lora
 from deepswe_jax.parallel import DEFAULT_RULES, make_mesh
 from deepswe_jax.sampling import (
     Completion,
@@ -300,3 +301,30 @@ def test_layers_are_held_one_array_each_by_default_on_cpus_when_they_are_large()
     assert per_layer_by_default(abstract["large"], "cpu")
     assert not per_layer_by_default(abstract["small"], "cpu")
     assert not per_layer_by_default(abstract["large"], "gpu")
+
+
+def test_a_model_with_lora_adapters_keeps_its_layers_stacked_and_samples_with_them():
+    """LoRA adapters live beside the layers' kernels and only the stacked layers' code merges
+    them (model/lora.py): a per-layer layout would sample the base kernels alone. A model with
+    adapters (B nonzero, so they change the tokens) keeps the stacked layout by default, samples
+    its own forward's argmax, and asking for per-layer weights is refused, saying what to do."""
+    large = dataclasses.replace(CONFIG, hidden_size=512, intermediate_size=1024)
+    model = Qwen3ForCausalLM(dataclasses.replace(large, initializer_range=0.5), rngs=nnx.Rngs(0))
+    apply_lora(model, LoRAConfig(rank=4, alpha=8.0), rngs=nnx.Rngs(1))
+    for name in ("q_proj", "gate_proj"):
+        adapter = getattr(model.layers, f"{name}_lora_b")
+        adapter[...] = jax.random.normal(jax.random.key(2), adapter[...].shape)
+    assert per_layer_by_default(nnx.state(make_model(0)), "cpu") is False  # small layers
+    assert per_layer_by_default(nnx.state(merge_lora(model)), "cpu")  # large, plain
+    assert not per_layer_by_default(nnx.state(model), "cpu")
+    sampler = JaxSampler(model, max_batch=2, max_cache_len=MAX_CACHE_LEN, min_prefill_len=16)
+    try:
+        requests = requests_of(SHAPES[:2])
+        for request, completion in zip(
+            requests, asyncio.run(sampler.generate(requests)), strict=True
+        ):
+            assert_greedy(model, request, completion)
+    finally:
+        sampler.close()
+    with pytest.raises(ValueError, match="lora_a.*merge_lora"):
+        JaxSampler(model, max_batch=2, max_cache_len=MAX_CACHE_LEN, per_layer_weights=True)
