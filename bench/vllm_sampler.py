@@ -92,7 +92,9 @@ def run_model(name: str, batches: list[int], new_tokens: int, repeats: int, stac
                 seconds, tokens[kind] = _timed(sampler, requests)
                 if repeat:
                     times[kind].append(seconds)
-        samplers["jax"].close()
+        for kind in ("jax", "stacked"):
+            if kind in samplers:
+                samplers[kind].close()
         rate = {kind: batch * new_tokens / statistics.median(t) for kind, t in times.items()}
         print(
             f"{batch:>5}{rate['jax']:>18.0f}{rate['vllm']:>12.0f}{rate['jax'] / rate['vllm']:>9.2f}x"
@@ -104,8 +106,6 @@ def run_model(name: str, batches: list[int], new_tokens: int, repeats: int, stac
             ),
             flush=True,
         )
-        if stacked:
-            samplers["stacked"].close()
     vllm_sampler.close()
 
 

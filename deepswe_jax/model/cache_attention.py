@@ -236,11 +236,12 @@ def attend_each_row_cache(
     In a dense cache the rows are sorted by filled slots and cut into groups of
     ``row_group_size(b)`` neighbours in that order; a device loop runs the groups one after
     another. A group whose longest row is short enough that several of its rows fit
-    ``CPU_READ_BYTES`` reads them together, as far as that row (the shortest of ``reads`` holding it, a ``lax.switch``); a longer one reads row
-    by row, each row its own length. So a step reads about what the live rows hold, in a few
-    device-loop iterations per layer where rows are short: each iteration costs tens of
-    microseconds of XLA:CPU's own work, which at 64 short rows was two thirds of the
-    attention's time, while long rows gain nothing from sharing a read but its waste.
+    ``CPU_READ_BYTES`` reads them together, as far as that row (the shortest of ``reads``
+    holding it, a ``lax.switch``); a longer one reads row by row, each row its own length. So
+    a step reads about what the live rows hold, in a few device-loop iterations per layer where
+    rows are short: each iteration costs tens of microseconds of XLA:CPU's own work, which at 64
+    short rows was two thirds of the attention's time, while long rows gain nothing from
+    sharing a read but its waste.
     -> [b, t, h, d]."""
     batch = q.shape[0]
     # A paged cache's rows are gathered page by page: reading several at once gained nothing

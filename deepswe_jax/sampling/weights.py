@@ -70,10 +70,9 @@ class WeightLayout:
                 "(LoRA adapters?): merge them first (model.lora.merge_lora) or pass "
                 "per_layer_weights=False"
             )
-        paths = [path for path, _ in jax.tree_util.tree_leaves_with_path(state)]
         layer_leaves = {}
         if per_layer:
-            for index, path in enumerate(paths):
+            for index, (path, _) in enumerate(jax.tree_util.tree_leaves_with_path(state)):
                 keys = [getattr(key, "key", None) for key in path]
                 if keys[0] == "layers":
                     layer_leaves[index] = keys[1]
@@ -93,8 +92,7 @@ class WeightLayout:
             {name: leaves[index][layer] for index, name in self.layer_leaves.items()}
             for layer in range(self.num_layers)
         )
-        kept = [None if index in self.layer_leaves else leaf for index, leaf in enumerate(leaves)]
-        return kept, layers
+        return self._without_layers(leaves), layers
 
     def shardings(self, state_shardings: Any) -> Any:
         """The state's NamedShardings in this layout: a layer's array drops the [layers] axis."""
@@ -105,8 +103,11 @@ class WeightLayout:
             name: NamedSharding(leaves[index].mesh, PartitionSpec(*leaves[index].spec[1:]))
             for index, name in self.layer_leaves.items()
         }
-        kept = [None if index in self.layer_leaves else leaf for index, leaf in enumerate(leaves)]
-        return kept, tuple(dict(layer) for _ in range(self.num_layers))
+        return self._without_layers(leaves), tuple(dict(layer) for _ in range(self.num_layers))
+
+    def _without_layers(self, leaves: list[Any]) -> list[Any]:
+        """``leaves`` with None in place of the stacked layer parameters."""
+        return [None if index in self.layer_leaves else leaf for index, leaf in enumerate(leaves)]
 
     def model(
         self, weights: Weights
